@@ -1,0 +1,35 @@
+package messages
+
+import "errors"
+
+// Sentinel errors. Check them with errors.Is: the runtime wraps them with the
+// specifics (the id, the limit, the producer's error).
+var (
+	// ErrTaskNotFound is returned for an unknown id and, with the same text, for a
+	// task the caller may not reach; the two are indistinguishable by design.
+	ErrTaskNotFound = errors.New("task not found")
+	// ErrNoSurface is returned by Start while no control surface is attached.
+	ErrNoSurface = errors.New("background tasks unavailable: no control surface is attached (load the task tools)")
+	// ErrInvalidSpec is returned by Start for a malformed Spec or Hooks.
+	ErrInvalidSpec = errors.New("invalid task spec")
+	// ErrInvalidArgument is returned for a malformed argument such as a
+	// non-positive wait timeout.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrOwnerUnknown is returned when the named agent is not registered or is
+	// being disposed.
+	ErrOwnerUnknown = errors.New("owner agent unknown or disposing")
+	// ErrOwnerLimit is returned by Start when the owner already holds its cap of
+	// running and stopping tasks.
+	ErrOwnerLimit = errors.New("background task limit reached")
+	// ErrClosed is returned by every call once the runtime is closed (or closing,
+	// for calls that would start something).
+	ErrClosed = errors.New("task runtime closed")
+	// ErrCancelFailed is returned by Kill when the producer's Cancel returned an
+	// error or panicked; it wraps that error. The task is left untouched.
+	ErrCancelFailed = errors.New("cancel failed")
+	// ErrAborted is returned by Start when its context was done before the work
+	// was started; it wraps the context's error.
+	ErrAborted = errors.New("start aborted")
+	// ErrAgentExists is returned by Register for an id that is already registered.
+	ErrAgentExists = errors.New("agent already registered")
+)

@@ -1,0 +1,120 @@
+package messages
+
+import (
+	"regexp"
+	"time"
+)
+
+// TaskID names a background task: "<kind>-N", with one counter per kind starting at 1
+// ("bash-1", "bash-2", "subagent-1"). Ids are predictable; the owner fence, not the id,
+// is the access boundary.
+type TaskID string
+
+// AgentID names an owning agent session. The empty AgentID means "no agent": as a
+// task's owner it makes the task unowned (open to every caller, dying with the runtime);
+// as a caller it can reach only unowned tasks.
+type AgentID string
+
+// Status is a task's lifecycle state. The set is closed; kind-specific meaning rides
+// in Snapshot.Detail.
+type Status string
+
+// The task statuses. See the package documentation for the transitions.
+const (
+	Running   Status = "running"   // the producer's work is live
+	Stopping  Status = "stopping"  // cancel requested and accepted, Done not yet settled
+	Completed Status = "completed" // the work ended on its own
+	Killed    Status = "killed"    // the work ended because it was cancelled
+	Failed    Status = "failed"    // the work, or the producer, failed
+)
+
+// Terminal reports whether s is one of the three settled statuses.
+func (s Status) Terminal() bool {
+	return s == Completed || s == Killed || s == Failed
+}
+
+// Outcome is what a producer's Done channel delivers, once, at quiescence.
+type Outcome struct {
+	// Status must be Completed, Killed or Failed; anything else is recorded as a
+	// producer contract violation (the task becomes Failed).
+	Status Status
+	// Detail is rendered into the status line: "exit code: 0", "signal: SIGTERM",
+	// "max-tokens".
+	Detail string
+	// Output is the final output of a final-output-only kind (Hooks.ReadOutput nil).
+	// Stream kinds leave it empty; it is ignored for them.
+	Output string
+}
+
+// Hooks is what a producer's Spec.Run hands back: the handles the runtime needs to
+// observe, read and stop the work it started. The runtime never learns what the work
+// is.
+type Hooks struct {
+	// Cancel requests termination. It must be idempotent, must not block for long,
+	// and must lead to Done settling. The reason is the kill's reason ("owner
+	// disposed", "runtime closed", or what the model gave task_kill). An error means
+	// the request could not be made ("cancel threw"): the task is left untouched.
+	// Required.
+	Cancel func(reason string) error
+	// Done delivers exactly one Outcome, at quiescence: after the producer released
+	// every resource of the work (processes reaped, child agents disposed). Closing
+	// it without a value is a contract violation the runtime records as a failure.
+	// Required.
+	Done <-chan Outcome
+	// ReadOutput, when set, makes the task a stream kind: each call returns the
+	// output produced since the previous call (a consuming delta read), formatted by
+	// the producer. It must not block. Nil makes the task a final-output-only kind
+	// whose output is Outcome.Output.
+	ReadOutput func() string
+	// Release, when set, is called once when the runtime drops the task's record
+	// (its owner was disposed or the runtime closed), after Done settled. Producers
+	// free what must outlive settlement for reads, such as a spill file. Optional.
+	Release func()
+}
+
+// Spec declares a task to start. The runtime preflights everything that can fail,
+// then calls Run exactly once, then commits; Run is never called when a preflight
+// check fails or the start's context is already done.
+type Spec struct {
+	Kind  string  // id prefix and producer kind; must match KindPattern
+	Label string  // one-line model-facing label (the command, the description); non-empty
+	Owner AgentID // the spawning agent; "" = unowned
+	// Run starts the work and returns its hooks. An error (or a panic) means nothing
+	// was started: the start fails, no id is burned and nothing is recorded.
+	Run func() (Hooks, error)
+}
+
+// KindPattern is the shape of a valid Spec.Kind.
+var KindPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+// Snapshot is the read-only projection of a task.
+type Snapshot struct {
+	ID       TaskID
+	Kind     string
+	Label    string
+	Owner    AgentID
+	Status   Status
+	Detail   string
+	Started  time.Time
+	Finished time.Time // zero until terminal
+	// Reported is true once the model has seen the task's end: it killed the task,
+	// or a read or wait returned its terminal state, or teardown ended it. A
+	// reported task gets no completion notice.
+	Reported bool
+}
+
+// ReadResult is what a read returns: the output (a delta for stream kinds, the final
+// output once terminal for final kinds) and the snapshot taken with it.
+type ReadResult struct {
+	Output   string
+	Snapshot Snapshot
+}
+
+// KillResult says what a kill did.
+type KillResult string
+
+// The kill results.
+const (
+	KillRequested       KillResult = "requested"        // Cancel accepted; status is now stopping
+	KillAlreadyTerminal KillResult = "already-terminal" // the task had already settled
+)
