@@ -2,7 +2,10 @@ module github.com/taskrt/taskrt
 
 go 1.26
 
-require github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+require (
+	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/Workiva/go-datastructures v1.1.3 // indirect

@@ -198,11 +198,11 @@ type CloseRuntime struct{}
 
 // ---- runtime internal ----
 
-// TaskSpawned tells the registry that an agent spawned a committed task's actor.
-// Runtime internal.
+// TaskSpawned is a new task actor announcing itself to the registry, which indexes
+// it; the task then answers its starter. Runtime internal.
 type TaskSpawned struct {
-	ID  TaskID
-	PID *actor.PID
+	Snapshot Snapshot
+	PID      *actor.PID
 }
 
 // TaskChanged carries a task's new snapshot to the registry's index (status or
@@ -233,6 +233,14 @@ type Teardown struct{ Reason string }
 // TeardownDone answers Teardown. Runtime internal.
 type TeardownDone struct{ ID TaskID }
 
+// AgentQuiesced tells the registry that a disposing agent drained its cleanups and
+// every task it owns has settled. Runtime internal.
+type AgentQuiesced struct{ ID AgentID }
+
+// StopAgent tells a quiesced agent actor to stop once its (poisoned) task actors have
+// stopped. Runtime internal.
+type StopAgent struct{}
+
 func (*ReserveStart) registryMessage()  {}
 func (*CommitStart) registryMessage()   {}
 func (*AbortStart) registryMessage()    {}
@@ -254,6 +262,7 @@ func (*TaskSpawned) registryMessage()   {}
 func (*TaskChanged) registryMessage()   {}
 func (*TaskSettled) registryMessage()   {}
 func (*TeardownDone) registryMessage()  {}
+func (*AgentQuiesced) registryMessage() {}
 
 func (*ReadTask) taskMessage()    {}
 func (*KillTask) taskMessage()    {}
@@ -266,3 +275,4 @@ func (*AddCleanup) agentMessage()    {}
 func (*RemoveCleanup) agentMessage() {}
 func (*BeginDispose) agentMessage()  {}
 func (*TeardownDone) agentMessage()  {}
+func (*StopAgent) agentMessage()     {}

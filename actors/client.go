@@ -1,0 +1,351 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// Tasks starts and controls background tasks. Every method that names a task takes
+// the caller's agent id and applies the owner fence: a task owned by another agent,
+// or owned at all when the caller is "", is reported exactly as an unknown id is.
+type Tasks struct{ rt *Runtime }
+
+// Agents registers and disposes the agents that own tasks.
+type Agents struct{ rt *Runtime }
+
+// Start starts a background task and returns its id.
+//
+// It runs in three steps: a preflight in the registry (a control surface is attached,
+// the runtime is open, the kind and label are valid, the owner is registered and not
+// disposing and under its cap), then s.Run on the caller's goroutine, then an atomic
+// commit that allocates the id. Any failure before the commit leaves no trace: no id is
+// burned, nothing is recorded, and when the preflight fails or ctx is already done, Run
+// is never called. ctx governs only the start: cancelling it after Start returned never
+// touches the task.
+func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, error) {
+	rt := t.rt
+	if rt.closed.Load() {
+		return "", messages.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
+	}
+	if s.Run == nil {
+		return "", fmt.Errorf("%w: Run is nil", messages.ErrInvalidSpec)
+	}
+	m, err := rt.callUntilReply(&messages.ReserveStart{Kind: s.Kind, Label: s.Label, Owner: s.Owner})
+	if err != nil {
+		return "", err
+	}
+	res := m.(*messages.ReserveStartReply)
+	if res.Err != nil {
+		return "", res.Err
+	}
+	abort := func() { rt.send(rt.registry, &messages.AbortStart{Token: res.Token}) }
+	if err := ctx.Err(); err != nil {
+		abort()
+		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
+	}
+	hooks, err := runContained(s.Run)
+	if err != nil {
+		abort()
+		return "", fmt.Errorf("start %s task: %w", s.Kind, err)
+	}
+	if hooks.Done == nil || hooks.Cancel == nil {
+		if hooks.Cancel != nil {
+			_ = cancelContained(hooks.Cancel, "invalid hooks")
+		}
+		abort()
+		return "", fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
+	}
+	m, err = rt.callUntilReply(&messages.CommitStart{Token: res.Token, Hooks: hooks})
+	if err != nil {
+		return "", err
+	}
+	rep := m.(*messages.StartReply)
+	return rep.ID, rep.Err
+}
+
+// runContained calls a producer's Run, turning a panic into an error.
+func runContained(run func() (messages.Hooks, error)) (h messages.Hooks, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("run panicked: %v", p)
+		}
+	}()
+	return run()
+}
+
+// cancelContained calls a producer's Cancel, turning a panic into an error.
+func cancelContained(cancel func(string) error, reason string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("cancel panicked: %v", p)
+		}
+	}()
+	return cancel(reason)
+}
+
+// Get returns a task's snapshot without consuming anything.
+func (t *Tasks) Get(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.Snapshot, error) {
+	m, err := t.rt.call(ctx, &messages.GetTask{ID: id, Caller: caller})
+	if err != nil {
+		return messages.Snapshot{}, err
+	}
+	r := m.(*messages.SnapshotReply)
+	return r.Snapshot, r.Err
+}
+
+// List returns the caller-visible tasks (owned by caller, or unowned) in start order.
+func (t *Tasks) List(ctx context.Context, caller messages.AgentID) ([]messages.Snapshot, error) {
+	m, err := t.rt.call(ctx, &messages.ListTasks{Caller: caller})
+	if err != nil {
+		return nil, err
+	}
+	r := m.(*messages.ListReply)
+	return r.Snapshots, r.Err
+}
+
+// Read returns a stream task's output since the previous read (one consuming cursor
+// per task), or a final-output task's output once it is terminal ("" before), with
+// the snapshot. A read that returns a terminal snapshot marks the task reported.
+func (t *Tasks) Read(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.ReadResult, error) {
+	m, err := t.rt.call(ctx, &messages.ReadTask{ID: id, Caller: caller})
+	if err != nil {
+		return messages.ReadResult{}, err
+	}
+	switch r := m.(type) {
+	case *messages.ReadReply:
+		return r.Result, r.Err
+	default:
+		return messages.ReadResult{}, notFound(id)
+	}
+}
+
+// Kill requests cancellation: KillRequested (the status is now stopping, the reason
+// was passed to the producer's Cancel, the task is reported) or KillAlreadyTerminal.
+// A Cancel that errors or panics fails the call with an error wrapping ErrCancelFailed
+// and the producer's error, and leaves the task untouched.
+func (t *Tasks) Kill(ctx context.Context, id messages.TaskID, caller messages.AgentID, reason string) (messages.KillResult, error) {
+	m, err := t.rt.call(ctx, &messages.KillTask{ID: id, Caller: caller, Reason: reason})
+	if err != nil {
+		return "", err
+	}
+	switch r := m.(type) {
+	case *messages.KillReply:
+		return r.Result, r.Err
+	default:
+		return "", notFound(id)
+	}
+}
+
+// Wait blocks until the task settles and returns its terminal snapshot (marking it
+// reported), or returns the still-running snapshot and a nil error when timeout
+// passes. Cancelling ctx ends only this wait (the task is untouched, and not marked
+// reported) and returns ctx's error with the current snapshot — unless the task had
+// settled by then, in which case the terminal snapshot is returned with a nil error.
+// Any number of waits may be pending on one task.
+func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.AgentID, timeout time.Duration) (messages.Snapshot, error) {
+	rt := t.rt
+	if timeout <= 0 {
+		return messages.Snapshot{}, fmt.Errorf("%w: invalid wait timeout %s: it must be positive", messages.ErrInvalidArgument, timeout)
+	}
+	if rt.closed.Load() {
+		return messages.Snapshot{}, messages.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return messages.Snapshot{}, err
+	}
+	r := newReply(rt)
+	defer r.release()
+	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTask{ID: id, Caller: caller}, r.pid)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var cause error
+	select {
+	case m := <-r.ch:
+		return waitResult(id, m)
+	case <-rt.stopped:
+		return messages.Snapshot{}, messages.ErrClosed
+	case <-timer.C:
+	case <-ctx.Done():
+		cause = ctx.Err()
+	}
+	// Abandon the wait. The task answers exactly once either way: with the terminal
+	// snapshot if it settled first, or with Abandoned and the current snapshot.
+	rt.send(rt.registry, &messages.AbandonWait{ID: id, Caller: caller, Waiter: r.pid})
+	select {
+	case m := <-r.ch:
+		s, err := waitResult(id, m)
+		if err != nil || s.Status.Terminal() {
+			return s, err
+		}
+		return s, cause
+	case <-rt.stopped:
+		return messages.Snapshot{}, messages.ErrClosed
+	}
+}
+
+func waitResult(id messages.TaskID, m any) (messages.Snapshot, error) {
+	switch r := m.(type) {
+	case *messages.WaitReply:
+		return r.Snapshot, r.Err
+	case *actor.DeadLetterResponse:
+		return messages.Snapshot{}, notFound(id)
+	default:
+		return messages.Snapshot{}, fmt.Errorf("taskrt: unexpected wait reply %T", m)
+	}
+}
+
+// OnDone subscribes a listener to every task settlement, in settlement order. Each
+// listener runs on its own goroutine with its own queue, so a slow or panicking
+// listener (the panic is logged) harms neither the registry nor other listeners. The
+// returned function unsubscribes; no call starts after it returns. No listener is
+// called after Close returns.
+func (t *Tasks) OnDone(fn func(messages.Snapshot)) (unsubscribe func()) {
+	return t.rt.hub.subscribe(fn)
+}
+
+// AttachSurface attaches a named control surface: while none is attached, Start fails
+// with ErrNoSurface, so that no task can be started that nothing could read or stop.
+// The returned detach is idempotent.
+func (t *Tasks) AttachSurface(name string) (detach func()) {
+	rt := t.rt
+	m, err := rt.callUntilReply(&messages.AttachSurface{Name: name})
+	if err != nil {
+		return func() {}
+	}
+	h := m.(*messages.AttachReply).Handle
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !rt.closed.Load() {
+				rt.send(rt.registry, &messages.DetachSurface{Handle: h})
+			}
+		})
+	}
+}
+
+func notFound(id messages.TaskID) error {
+	return fmt.Errorf("%w: %s", messages.ErrTaskNotFound, id)
+}
+
+// AgentOption configures an agent at Register.
+type AgentOption interface{ applyAgent(*messages.RegisterAgent) }
+
+type agentOptionFunc func(*messages.RegisterAgent)
+
+func (f agentOptionFunc) applyAgent(r *messages.RegisterAgent) { f(r) }
+
+// WithInjector sets how completion notices reach the agent's session.
+func WithInjector(inj messages.Injector) AgentOption {
+	return agentOptionFunc(func(r *messages.RegisterAgent) { r.Injector = inj })
+}
+
+// WithParent records the agent's parent agent: disposing the parent disposes this
+// agent too (after or alongside the parent's own teardown). The parent must be
+// registered and not disposing.
+func WithParent(id messages.AgentID) AgentOption {
+	return agentOptionFunc(func(r *messages.RegisterAgent) { r.Parent = id })
+}
+
+// Register registers an owning agent. Its id must be non-empty and not registered;
+// an id may be registered again once its Dispose returned.
+func (a *Agents) Register(ctx context.Context, id messages.AgentID, opts ...AgentOption) error {
+	req := &messages.RegisterAgent{ID: id}
+	for _, o := range opts {
+		o.applyAgent(req)
+	}
+	if strings.TrimSpace(string(id)) == "" {
+		return fmt.Errorf("%w: agent id is empty", messages.ErrInvalidArgument)
+	}
+	m, err := a.rt.call(ctx, req)
+	if err != nil {
+		return err
+	}
+	return m.(*messages.ErrReply).Err
+}
+
+// drainKey marks the context a cleanup runs with, so that a cleanup registered from
+// inside a running drain is accepted (and run in the same drain).
+type drainKey struct{}
+
+type drainMark struct {
+	agent messages.AgentID
+	token uint64
+}
+
+// OnCleanup registers a cleanup that runs when the agent is disposed, before its tasks
+// are torn down. Cleanups run one at a time in registration order; a failing or
+// panicking cleanup is logged and the rest still run. The returned function
+// unregisters the cleanup if it has not run yet. For an unknown or disposing agent,
+// OnCleanup returns ErrOwnerUnknown — except when called with the context of one of
+// that agent's running cleanups: such a mid-drain registration is accepted and runs in
+// the same drain.
+func (a *Agents) OnCleanup(ctx context.Context, id messages.AgentID, cleanup func(context.Context) error) (unregister func(), err error) {
+	if cleanup == nil {
+		return nil, fmt.Errorf("%w: cleanup is nil", messages.ErrInvalidArgument)
+	}
+	req := &messages.AddCleanup{Agent: id, Cleanup: cleanup}
+	if mark, ok := ctx.Value(drainKey{}).(drainMark); ok && mark.agent == id {
+		req.Drain = mark.token
+	}
+	m, err := a.rt.call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r := m.(*messages.AddCleanupReply)
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	rt := a.rt
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !rt.closed.Load() {
+				rt.send(rt.registry, &messages.RemoveCleanup{Agent: id, Handle: r.Handle})
+			}
+		})
+	}, nil
+}
+
+// Dispose disposes an agent: refuse new starts for it, run its cleanups, cancel
+// (reason "owner disposed") and await every task it owns, dispose its child agents,
+// drop its records and unregister it. It returns when all of that is done; concurrent
+// calls for the same agent all wait for the same disposal. If ctx ends first, Dispose
+// returns ctx.Err() and the disposal goes on. Do not call Dispose for an agent from
+// inside one of its own cleanups: the disposal would wait for itself.
+func (a *Agents) Dispose(ctx context.Context, id messages.AgentID) error {
+	m, err := a.rt.call(ctx, &messages.DisposeAgent{ID: id})
+	if err != nil {
+		return err
+	}
+	return m.(*messages.ErrReply).Err
+}
+
+// Inject delivers text into a live agent's session through its injector. For an
+// unknown, disposing or disposed agent, or one registered without an injector, it
+// does nothing and returns nil: a notice never goes to a dying owner, and that is not
+// an error. The injector runs on the caller's goroutine.
+func (a *Agents) Inject(ctx context.Context, id messages.AgentID, text string) error {
+	m, err := a.rt.call(ctx, &messages.LookupAgent{ID: id})
+	if err != nil {
+		if errors.Is(err, messages.ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	r := m.(*messages.AgentReply)
+	if !r.Live || r.Injector == nil {
+		return nil
+	}
+	return r.Injector(ctx, text)
+}
