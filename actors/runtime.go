@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -81,7 +82,11 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		rt.system = cfg.system
 	} else {
 		logger := cfg.logger.With("lib", "protoactor")
-		rt.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+		// A short dead-letter throttle interval: the throttle keeps a goroutine alive
+		// for one interval after a dead letter, which would outlive Close.
+		rt.system = actor.NewActorSystem(
+			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
 		rt.ownSystem = true
 	}
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistry(rt) },

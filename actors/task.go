@@ -37,6 +37,8 @@ type task struct {
 
 	waiters    []*actor.PID // pending WaitTask senders
 	teardownBy *actor.PID   // who asked for Teardown; answered TeardownDone at settlement
+	tdAnswered bool         // TeardownDone sent
+	inFlight   int          // Cancel calls not yet returned; the record is not released before they do
 	abandon    chan struct{}
 	settleT    *time.Timer // armed by an accepted Teardown cancel
 }
@@ -119,7 +121,7 @@ func (t *task) Receive(ctx actor.Context) {
 	case *messages.Teardown:
 		t.teardownBy = ctx.Sender()
 		if t.snap.Status.Terminal() {
-			ctx.Send(t.teardownBy, &messages.TeardownDone{ID: t.snap.ID})
+			t.answerTeardown(ctx)
 			return
 		}
 		// Teardown marks the task reported: no notice goes to a dying owner.
@@ -154,6 +156,7 @@ func (t *task) watchDone() {
 // cancelAsync calls the producer's Cancel off the mailbox; the result comes back as
 // a cancelResult.
 func (t *task) cancelAsync(r *cancelResult) {
+	t.inFlight++
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
 	rt.goSafe("cancel", func() {
 		r.err = cancelContained(cancel, r.reason)
@@ -162,9 +165,11 @@ func (t *task) cancelAsync(r *cancelResult) {
 }
 
 func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
+	t.inFlight--
+	defer t.answerTeardown(ctx)
 	if r.teardown {
 		if t.snap.Status.Terminal() {
-			return // settled meanwhile; TeardownDone already sent
+			return // settled meanwhile
 		}
 		if r.err != nil {
 			t.rt.log.Error("taskrt: cancel failed during teardown", "task", t.snap.ID, "err", r.err)
@@ -255,7 +260,15 @@ func (t *task) settle(ctx actor.Context, o messages.Outcome) {
 		ctx.Send(w, &messages.WaitReply{Snapshot: t.snap})
 	}
 	t.waiters = nil
-	if t.teardownBy != nil {
+	t.answerTeardown(ctx)
+}
+
+// answerTeardown tells the teardown requester the task is done with, once it is
+// terminal and no Cancel call is still running: the record (and the producer's
+// Release) must not go while producer code still runs for this task.
+func (t *task) answerTeardown(ctx actor.Context) {
+	if t.teardownBy != nil && !t.tdAnswered && t.snap.Status.Terminal() && t.inFlight == 0 {
+		t.tdAnswered = true
 		ctx.Send(t.teardownBy, &messages.TeardownDone{ID: t.snap.ID})
 	}
 }

@@ -8,13 +8,13 @@
 //
 // The task state machine, which the runtime (package actors) enforces:
 //
-//	            Kill / teardown (Cancel returned nil)
-//	  running ─────────────────────────────────────▶ stopping
-//	     │                                              │
-//	     │ Done delivers an Outcome                     │ Done delivers an Outcome,
-//	     │ (or a producer contract violation)           │ SettleTimeout (teardown only),
-//	     ▼                                              ▼ or Cancel error during teardown
-//	  completed | killed | failed  ◀────────────────────┘
+//	          Kill / teardown (Cancel returned nil)
+//	running ─────────────────────────────────────▶ stopping
+//	   │                                              │
+//	   │ Done delivers an Outcome                     │ Done delivers an Outcome,
+//	   │ (or a producer contract violation)           │ SettleTimeout (teardown only),
+//	   ▼                                              ▼ or Cancel error during teardown
+//	completed | killed | failed  ◀────────────────────┘
 //
 // The first settled outcome wins; a terminal snapshot never changes again except for
 // its Reported flag, which only ever goes from false to true.

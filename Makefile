@@ -1,0 +1,36 @@
+# taskrt — background tasks for AI agent harnesses, on protoactor-go.
+GO ?= go
+PKGS := ./...
+STRESS_DURATION ?= 60s
+SOAK_DURATION ?= 120s
+
+.PHONY: help run test race bench stress soak lint fmt tidy-lint fuzz
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+run: ## play the agentsim demo
+	$(GO) run ./agentsim/cmd/agentsim run
+
+test: lint ## vet, gofmt check, and the race-enabled test suite
+	$(GO) test -race -count=1 $(PKGS)
+
+race: ## the test suite under the race detector (same as test, without lint)
+	$(GO) test -race -count=1 $(PKGS)
+
+bench: ## benchmarks against baselines, one table
+	$(GO) run ./bench/cmd/taskrt-bench
+
+stress: ## long randomized stress with invariant checks
+	$(GO) run ./bench/cmd/taskrt-stress -duration $(STRESS_DURATION)
+
+lint: ## go vet and the gofmt check
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+tidy-lint: ## fail if go.mod/go.sum are not tidy
+	$(GO) mod tidy -diff
+
+fmt: ## format the code
+	gofmt -w $$(git ls-files '*.go')

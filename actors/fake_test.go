@@ -1,0 +1,183 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+)
+
+// fake is an in-memory producer whose work is driven by the test: it settles when the
+// test says so (or, by default, when cancelled), streams what the test emits, and can
+// be told to fail its Cancel.
+type fake struct {
+	done      chan messages.Outcome
+	cancels   chan string   // every Cancel reason, in order
+	released  chan struct{} // closed by Release
+	ranCount  int
+	mu        sync.Mutex // protects buf, cancelErr, cancelPanic, noSettle
+	buf       strings.Builder
+	cancelErr error
+	panicking bool // Cancel panics
+	noSettle  bool // Cancel does not settle Done
+	once      sync.Once
+	relOnce   sync.Once
+}
+
+func newFake() *fake {
+	return &fake{done: make(chan messages.Outcome, 1), cancels: make(chan string, 64), released: make(chan struct{})}
+}
+
+func (f *fake) finish(o messages.Outcome) { f.once.Do(func() { f.done <- o }) }
+
+func (f *fake) emit(s string) {
+	f.mu.Lock()
+	f.buf.WriteString(s)
+	f.mu.Unlock()
+}
+
+func (f *fake) failCancel(err error) {
+	f.mu.Lock()
+	f.cancelErr = err
+	f.mu.Unlock()
+}
+
+func (f *fake) cancel(reason string) error {
+	f.cancels <- reason
+	f.mu.Lock()
+	err, panicking, noSettle := f.cancelErr, f.panicking, f.noSettle
+	f.mu.Unlock()
+	if panicking {
+		panic("cancel exploded")
+	}
+	if err != nil {
+		return err
+	}
+	if !noSettle {
+		f.finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM", Output: "partial"})
+	}
+	return nil
+}
+
+// hooks returns the producer hooks; stream selects a stream kind (ReadOutput set).
+func (f *fake) hooks(stream bool) messages.Hooks {
+	h := messages.Hooks{
+		Cancel:  f.cancel,
+		Done:    f.done,
+		Release: func() { f.relOnce.Do(func() { close(f.released) }) },
+	}
+	if stream {
+		h.ReadOutput = func() string {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			s := f.buf.String()
+			f.buf.Reset()
+			return s
+		}
+	}
+	return h
+}
+
+func (f *fake) spec(kind string, owner messages.AgentID, stream bool) messages.Spec {
+	return messages.Spec{Kind: kind, Label: kind + " job", Owner: owner, Run: func() (messages.Hooks, error) {
+		f.ranCount++
+		return f.hooks(stream), nil
+	}}
+}
+
+var bg = context.Background()
+
+// newRT starts a runtime with a surface attached and, at the end of the test, closes
+// it and asserts that nothing is left: no task record, no running task, no agent, no
+// actor.
+func newRT(t testing.TB, opts ...actors.Option) *actors.Runtime {
+	if os.Getenv("TASKRT_DEBUG") != "" {
+		opts = append(opts, actors.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))))
+	}
+	t.Helper()
+	rt, err := actors.NewRuntime(opts...)
+	require.NoError(t, err)
+	rt.Tasks().AttachSurface("test")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+		defer cancel()
+		require.NoError(t, rt.Close(ctx))
+		s := rt.Stats()
+		require.Equal(t, actors.Stats{Abandoned: s.Abandoned}, s, "live state after Close")
+	})
+	return rt
+}
+
+func register(t testing.TB, rt *actors.Runtime, ids ...messages.AgentID) {
+	t.Helper()
+	for _, id := range ids {
+		require.NoError(t, rt.Agents().Register(bg, id))
+	}
+}
+
+func start(t testing.TB, rt *actors.Runtime, s messages.Spec) messages.TaskID {
+	t.Helper()
+	id, err := rt.Tasks().Start(bg, s)
+	require.NoError(t, err)
+	return id
+}
+
+// settleWait waits (generously) for a task to settle and returns its snapshot.
+func settleWait(t testing.TB, rt *actors.Runtime, id messages.TaskID, caller messages.AgentID) messages.Snapshot {
+	t.Helper()
+	s, err := rt.Tasks().Wait(bg, id, caller, time.Minute)
+	require.NoError(t, err)
+	require.True(t, s.Status.Terminal(), "task %s did not settle: %+v", id, s)
+	return s
+}
+
+// recorder is an OnDone listener that records settlements in order.
+type recorder struct {
+	mu   sync.Mutex
+	got  []messages.Snapshot
+	ch   chan messages.Snapshot
+	stop func()
+}
+
+func record(rt *actors.Runtime) *recorder {
+	r := &recorder{ch: make(chan messages.Snapshot, 4096)}
+	r.stop = rt.Tasks().OnDone(func(s messages.Snapshot) {
+		r.mu.Lock()
+		r.got = append(r.got, s)
+		r.mu.Unlock()
+		r.ch <- s
+	})
+	return r
+}
+
+func (r *recorder) next(t testing.TB) messages.Snapshot {
+	t.Helper()
+	select {
+	case s := <-r.ch:
+		return s
+	case <-time.After(time.Minute):
+		t.Fatal("no settlement within a minute")
+		return messages.Snapshot{}
+	}
+}
+
+func (r *recorder) ids() []messages.TaskID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]messages.TaskID, len(r.got))
+	for i, s := range r.got {
+		out[i] = s.ID
+	}
+	return out
+}
+
+var errBoom = errors.New("boom")

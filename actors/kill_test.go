@@ -1,0 +1,110 @@
+package actors_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+func TestKill(t *testing.T) {
+	t.Run("running task: requested, reason forwarded, stopping until settled, reported", func(t *testing.T) {
+		rt := newRT(t)
+		rec := record(rt)
+		f := newFake()
+		f.noSettle = true
+		id := start(t, rt, f.spec("bash", "", false))
+		res, err := rt.Tasks().Kill(bg, id, "", "no longer needed")
+		require.NoError(t, err)
+		assert.Equal(t, messages.KillRequested, res)
+		assert.Equal(t, "no longer needed", <-f.cancels)
+		s, err := rt.Tasks().Get(bg, id, "")
+		require.NoError(t, err)
+		assert.Equal(t, messages.Stopping, s.Status)
+		assert.True(t, s.Reported)
+		f.finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
+		got := rec.next(t)
+		assert.Equal(t, messages.Killed, got.Status)
+		assert.True(t, got.Reported, "a killed task gets no notice")
+	})
+	t.Run("terminal task: already-terminal, no cancel", func(t *testing.T) {
+		rt := newRT(t)
+		f := newFake()
+		id := start(t, rt, f.spec("bash", "", false))
+		f.finish(messages.Outcome{Status: messages.Completed})
+		settleWait(t, rt, id, "")
+		res, err := rt.Tasks().Kill(bg, id, "", "late")
+		require.NoError(t, err)
+		assert.Equal(t, messages.KillAlreadyTerminal, res)
+		assert.Empty(t, f.cancels)
+	})
+	for _, mode := range []string{"errors", "panics"} {
+		t.Run("cancel that "+mode+" fails the call and leaves the task untouched", func(t *testing.T) {
+			rt := newRT(t)
+			rec := record(rt)
+			f := newFake()
+			if mode == "errors" {
+				f.failCancel(errBoom)
+			} else {
+				f.panicking = true
+			}
+			id := start(t, rt, f.spec("bash", "", false))
+			_, err := rt.Tasks().Kill(bg, id, "", "stop")
+			require.ErrorIs(t, err, messages.ErrCancelFailed)
+			if mode == "errors" {
+				require.ErrorIs(t, err, errBoom, "wraps the producer's error")
+				assert.Equal(t, "cancel failed for task bash-1: boom", err.Error())
+			} else {
+				assert.Contains(t, err.Error(), "cancel exploded")
+			}
+			s, err := rt.Tasks().Get(bg, id, "")
+			require.NoError(t, err)
+			assert.Equal(t, messages.Running, s.Status)
+			assert.False(t, s.Reported)
+			f.finish(messages.Outcome{Status: messages.Completed})
+			got := rec.next(t)
+			assert.False(t, got.Reported, "notice not suppressed")
+		})
+	}
+}
+
+// The first settled outcome wins, and a terminal snapshot never changes.
+func TestFirstOutcomeWinsAndTerminalIsImmutable(t *testing.T) {
+	rt := newRT(t)
+	f := newFake()
+	id := start(t, rt, f.spec("bash", "", false))
+	f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+	first := settleWait(t, rt, id, "")
+	res, err := rt.Tasks().Kill(bg, id, "", "late")
+	require.NoError(t, err)
+	assert.Equal(t, messages.KillAlreadyTerminal, res)
+	again, err := rt.Tasks().Get(bg, id, "")
+	require.NoError(t, err)
+	assert.Equal(t, first, again)
+}
+
+func TestProducerContractViolations(t *testing.T) {
+	tests := []struct {
+		name       string
+		settle     func(f *fake)
+		wantDetail string
+	}{
+		{"Done closed without an outcome fails the task", func(f *fake) { close(f.done) },
+			"producer contract violation: Done closed without an outcome"},
+		{"a non-terminal outcome fails the task", func(f *fake) { f.finish(messages.Outcome{Status: messages.Running}) },
+			`producer contract violation: outcome status "running" is not terminal`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := newRT(t)
+			f := newFake()
+			id := start(t, rt, f.spec("bash", "", false))
+			tc.settle(f)
+			s := settleWait(t, rt, id, "")
+			assert.Equal(t, messages.Failed, s.Status)
+			assert.Equal(t, tc.wantDetail, s.Detail)
+		})
+	}
+}

@@ -1,0 +1,199 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+)
+
+func TestIDsArePerKindCounters(t *testing.T) {
+	rt := newRT(t)
+	var got []messages.TaskID
+	for _, kind := range []string{"bash", "bash", "subagent", "bash", "subagent"} {
+		f := newFake()
+		got = append(got, start(t, rt, f.spec(kind, "", true)))
+		f.finish(messages.Outcome{Status: messages.Completed})
+	}
+	want := []messages.TaskID{"bash-1", "bash-2", "subagent-1", "bash-3", "subagent-2"}
+	assert.Equal(t, want, got)
+}
+
+// A failed start burns no number and leaves no trace, and in the preflight and
+// aborted-context cases Run is never called.
+func TestFailedStartLeavesNoTrace(t *testing.T) {
+	cancelled, cancel := context.WithCancel(bg)
+	cancel()
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		spec    func(f *fake) messages.Spec
+		wantErr error
+		wantRun bool
+	}{
+		{"invalid kind is refused before Run", bg,
+			func(f *fake) messages.Spec { s := f.spec("Bash!", "", false); return s }, messages.ErrInvalidSpec, false},
+		{"empty label is refused before Run", bg,
+			func(f *fake) messages.Spec { s := f.spec("bash", "", false); s.Label = "  "; return s }, messages.ErrInvalidSpec, false},
+		{"unknown owner is refused before Run", bg,
+			func(f *fake) messages.Spec { return f.spec("bash", "ghost", false) }, messages.ErrOwnerUnknown, false},
+		{"already-cancelled context aborts before Run", cancelled,
+			func(f *fake) messages.Spec { return f.spec("bash", "", false) }, messages.ErrAborted, false},
+		{"Run error fails the start", bg,
+			func(f *fake) messages.Spec {
+				return messages.Spec{Kind: "bash", Label: "x", Run: func() (messages.Hooks, error) { f.ranCount++; return messages.Hooks{}, errBoom }}
+			}, errBoom, true},
+		{"Run panic fails the start", bg,
+			func(f *fake) messages.Spec {
+				return messages.Spec{Kind: "bash", Label: "x", Run: func() (messages.Hooks, error) { f.ranCount++; panic("kaboom") }}
+			}, nil, true},
+		{"hooks without Done are refused", bg,
+			func(f *fake) messages.Spec {
+				return messages.Spec{Kind: "bash", Label: "x", Run: func() (messages.Hooks, error) {
+					f.ranCount++
+					return messages.Hooks{Cancel: f.cancel}, nil
+				}}
+			}, messages.ErrInvalidSpec, true},
+		{"nil Run is refused", bg,
+			func(f *fake) messages.Spec { return messages.Spec{Kind: "bash", Label: "x"} }, messages.ErrInvalidSpec, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := newRT(t)
+			f := newFake()
+			_, err := rt.Tasks().Start(tc.ctx, tc.spec(f))
+			require.Error(t, err)
+			if tc.wantErr != nil {
+				assert.ErrorIs(t, err, tc.wantErr)
+			}
+			assert.Equal(t, tc.wantRun, f.ranCount > 0, "Run called")
+			list, err := rt.Tasks().List(bg, "")
+			require.NoError(t, err)
+			assert.Empty(t, list, "nothing recorded")
+			assert.Equal(t, actors.Stats{Actors: 1}, rt.Stats(), "only the registry lives")
+			// The next start gets number 1: nothing was burned.
+			g := newFake()
+			assert.Equal(t, messages.TaskID("bash-1"), start(t, rt, g.spec("bash", "", false)))
+			g.finish(messages.Outcome{Status: messages.Completed})
+		})
+	}
+}
+
+func TestRunPanicIsReportedAsError(t *testing.T) {
+	rt := newRT(t)
+	_, err := rt.Tasks().Start(bg, messages.Spec{Kind: "bash", Label: "x", Run: func() (messages.Hooks, error) { panic("kaboom") }})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "run panicked: kaboom")
+}
+
+func TestStartWithoutSurfaceFailsWithExactMessage(t *testing.T) {
+	rt, err := actors.NewRuntime()
+	require.NoError(t, err)
+	defer func() { require.NoError(t, rt.Close(bg)) }()
+	f := newFake()
+	_, err = rt.Tasks().Start(bg, f.spec("bash", "", false))
+	require.ErrorIs(t, err, messages.ErrNoSurface)
+	assert.Equal(t, "background tasks unavailable: no control surface is attached (load the task tools)", err.Error())
+	assert.Zero(t, f.ranCount)
+
+	detach := rt.Tasks().AttachSurface("tools")
+	id := start(t, rt, f.spec("bash", "", false))
+	assert.Equal(t, messages.TaskID("bash-1"), id)
+	f.finish(messages.Outcome{Status: messages.Completed})
+
+	detach()
+	detach() // a second detach is harmless
+	g := newFake()
+	_, err = rt.Tasks().Start(bg, g.spec("bash", "", false))
+	assert.ErrorIs(t, err, messages.ErrNoSurface, "detaching the last surface makes Start fail again")
+	assert.Zero(t, g.ranCount)
+}
+
+func TestCancellingStartContextAfterwardsNeverTouchesTask(t *testing.T) {
+	rt := newRT(t)
+	ctx, cancel := context.WithCancel(bg)
+	f := newFake()
+	id, err := rt.Tasks().Start(ctx, f.spec("bash", "", false))
+	require.NoError(t, err)
+	cancel()
+	s, err := rt.Tasks().Get(bg, id, "")
+	require.NoError(t, err)
+	assert.Equal(t, messages.Running, s.Status)
+	assert.Empty(t, f.cancels)
+	f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+	assert.Equal(t, messages.Completed, settleWait(t, rt, id, "").Status)
+}
+
+func TestOwnerCap(t *testing.T) {
+	rt := newRT(t, actors.WithOwnerLimit(2))
+	register(t, rt, "a1", "a2")
+	f1, f2 := newFake(), newFake()
+	id1 := start(t, rt, f1.spec("bash", "a1", false))
+	start(t, rt, f2.spec("bash", "a1", false))
+
+	t.Run("over the cap fails with the limit and the way out, before Run", func(t *testing.T) {
+		f := newFake()
+		_, err := rt.Tasks().Start(bg, f.spec("bash", "a1", false))
+		require.ErrorIs(t, err, messages.ErrOwnerLimit)
+		assert.Equal(t, "background task limit reached for this owner (limit: 2); use task_kill to stop an unneeded task, wait for it to finish, then retry", err.Error())
+		assert.Zero(t, f.ranCount)
+	})
+	t.Run("another owner has its own bucket", func(t *testing.T) {
+		f := newFake()
+		start(t, rt, f.spec("bash", "a2", false))
+		f.finish(messages.Outcome{Status: messages.Completed})
+	})
+	t.Run("a stopping task holds its slot until it settles", func(t *testing.T) {
+		f1.mu.Lock()
+		f1.noSettle = true
+		f1.mu.Unlock()
+		res, err := rt.Tasks().Kill(bg, id1, "a1", "no longer needed")
+		require.NoError(t, err)
+		require.Equal(t, messages.KillRequested, res)
+		_, err = rt.Tasks().Start(bg, newFake().spec("bash", "a1", false))
+		require.ErrorIs(t, err, messages.ErrOwnerLimit)
+		f1.finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
+		settleWait(t, rt, id1, "a1")
+		f := newFake()
+		start(t, rt, f.spec("bash", "a1", false))
+		f.finish(messages.Outcome{Status: messages.Failed})
+	})
+	t.Run("unowned tasks share one bucket", func(t *testing.T) {
+		u1, u2 := newFake(), newFake()
+		start(t, rt, u1.spec("bash", "", false))
+		start(t, rt, u2.spec("bash", "", false))
+		_, err := rt.Tasks().Start(bg, newFake().spec("bash", "", false))
+		require.ErrorIs(t, err, messages.ErrOwnerLimit)
+		u1.finish(messages.Outcome{Status: messages.Completed})
+		u2.finish(messages.Outcome{Status: messages.Completed})
+	})
+	f2.finish(messages.Outcome{Status: messages.Completed})
+}
+
+func TestStartForUnknownOrDisposingOwner(t *testing.T) {
+	rt := newRT(t)
+	register(t, rt, "a1")
+	block := make(chan struct{})
+	entered := make(chan struct{})
+	_, err := rt.Agents().OnCleanup(bg, "a1", func(context.Context) error { close(entered); <-block; return nil })
+	require.NoError(t, err)
+	disposed := make(chan error, 1)
+	go func() { disposed <- rt.Agents().Dispose(bg, "a1") }()
+	<-entered
+	f := newFake()
+	_, err = rt.Tasks().Start(bg, f.spec("bash", "a1", false))
+	assert.ErrorIs(t, err, messages.ErrOwnerUnknown, "start for a disposing owner")
+	_, err = rt.Agents().OnCleanup(bg, "a1", func(context.Context) error { return nil })
+	assert.ErrorIs(t, err, messages.ErrOwnerUnknown, "cleanup for a disposing owner")
+	close(block)
+	require.NoError(t, <-disposed)
+	_, err = rt.Tasks().Start(bg, f.spec("bash", "a1", false))
+	assert.ErrorIs(t, err, messages.ErrOwnerUnknown, "start for an unknown owner")
+	assert.Zero(t, f.ranCount)
+	assert.True(t, errors.Is(rt.Agents().Dispose(bg, "a1"), messages.ErrOwnerUnknown))
+}

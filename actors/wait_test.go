@@ -1,0 +1,150 @@
+package actors_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+)
+
+func TestWaitManyConcurrentWaitersAllGetTheTerminalSnapshot(t *testing.T) {
+	rt := newRT(t)
+	rec := record(rt)
+	f := newFake()
+	id := start(t, rt, f.spec("bash", "", false))
+	const n = 50
+	var wg sync.WaitGroup
+	results := make(chan messages.Snapshot, n)
+	registered := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			registered <- struct{}{}
+			s, err := rt.Tasks().Wait(bg, id, "", time.Minute)
+			assert.NoError(t, err)
+			results <- s
+		}()
+	}
+	for i := 0; i < n; i++ {
+		<-registered
+	}
+	f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+	wg.Wait()
+	close(results)
+	for s := range results {
+		assert.Equal(t, messages.Completed, s.Status)
+		assert.Equal(t, "exit code: 0", s.Detail)
+	}
+	assert.Equal(t, id, rec.next(t).ID)
+}
+
+// Timeouts run on testing/synctest's virtual clock: the waits below take no real time.
+func TestWaitTimeoutReturnsRunningSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newRT(t)
+		f := newFake()
+		id := start(t, rt, f.spec("bash", "", false))
+		before := time.Now()
+		s, err := rt.Tasks().Wait(bg, id, "", 30*time.Second)
+		require.NoError(t, err, "a timed-out wait is a success")
+		assert.Equal(t, messages.Running, s.Status)
+		assert.Equal(t, 30*time.Second, time.Since(before))
+		got, err := rt.Tasks().Get(bg, id, "")
+		require.NoError(t, err)
+		assert.False(t, got.Reported, "a timed-out wait does not report")
+		f.finish(messages.Outcome{Status: messages.Completed})
+	})
+}
+
+func TestWaitContextCancelEndsOnlyTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newRT(t)
+		rec := record(rt)
+		f := newFake()
+		id := start(t, rt, f.spec("bash", "", false))
+		ctx, cancel := context.WithTimeout(bg, time.Second)
+		defer cancel()
+		s, err := rt.Tasks().Wait(ctx, id, "", time.Hour)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, messages.Running, s.Status)
+		assert.Empty(t, f.cancels, "the task is untouched")
+		f.finish(messages.Outcome{Status: messages.Completed})
+		assert.False(t, rec.next(t).Reported, "an abandoned wait does not mark the task reported")
+	})
+}
+
+func TestWaitPendingAtSettlementMarksReported(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newRT(t)
+		rec := record(rt)
+		f := newFake()
+		id := start(t, rt, f.spec("bash", "", false))
+		waited := make(chan messages.Snapshot)
+		go func() {
+			s, err := rt.Tasks().Wait(bg, id, "", time.Minute)
+			assert.NoError(t, err)
+			waited <- s
+		}()
+		synctest.Wait() // the wait is registered with the task actor and blocked
+		f.finish(messages.Outcome{Status: messages.Completed})
+		s := <-waited
+		assert.True(t, s.Reported)
+		assert.True(t, rec.next(t).Reported, "no notice for a task a pending wait collected")
+	})
+}
+
+func TestWaitRejectsNonPositiveTimeout(t *testing.T) {
+	rt := newRT(t)
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, err := rt.Tasks().Wait(bg, "bash-1", "", d)
+		require.ErrorIs(t, err, messages.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "invalid wait timeout "+d.String())
+	}
+}
+
+func TestWaitAbortedAfterSettlementStillReturnsTerminal(t *testing.T) {
+	rt := newRT(t)
+	f := newFake()
+	id := start(t, rt, f.spec("bash", "", false))
+	f.finish(messages.Outcome{Status: messages.Completed})
+	settleWait(t, rt, id, "")
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	// A done context is refused up front...
+	_, err := rt.Tasks().Wait(ctx, id, "", time.Second)
+	require.ErrorIs(t, err, context.Canceled)
+	// ...but a wait whose context ends after the task settled returns the terminal
+	// snapshot: the abandon races the answer, and the answer wins.
+	s, err := rt.Tasks().Wait(bg, id, "", time.Nanosecond)
+	require.NoError(t, err)
+	assert.Equal(t, messages.Completed, s.Status)
+}
+
+func TestSettleTimeoutAbandonsTaskThatNeverSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := newRT(t, actors.WithSettleTimeout(5*time.Second))
+		register(t, rt, "a1")
+		rec := record(rt)
+		f := newFake()
+		f.noSettle = true
+		id := start(t, rt, f.spec("bash", "a1", false))
+		before := time.Now()
+		require.NoError(t, rt.Agents().Dispose(bg, "a1"))
+		assert.Equal(t, 5*time.Second, time.Since(before), "disposal waited exactly the settle timeout")
+		s := rec.next(t)
+		assert.Equal(t, id, s.ID)
+		assert.Equal(t, messages.Failed, s.Status)
+		assert.Equal(t, "abandoned: did not settle within 5s after cancel", s.Detail)
+		assert.True(t, s.Reported)
+		assert.Equal(t, 1, rt.Stats().Abandoned)
+		assert.Equal(t, "owner disposed", <-f.cancels)
+	})
+}
