@@ -347,5 +347,15 @@ func (a *Agents) Inject(ctx context.Context, id messages.AgentID, text string) e
 	if !r.Live || r.Injector == nil {
 		return nil
 	}
-	return r.Injector(ctx, text)
+	return injectContained(ctx, r.Injector, text)
+}
+
+// injectContained calls an injector, turning a panic into an error.
+func injectContained(ctx context.Context, inj messages.Injector, text string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("injector panicked: %v", p)
+		}
+	}()
+	return inj(ctx, text)
 }

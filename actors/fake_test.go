@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -181,3 +182,6 @@ func (r *recorder) ids() []messages.TaskID {
 }
 
 var errBoom = errors.New("boom")
+
+// runtimeYield lets other goroutines run while a test spins on a condition.
+func runtimeYield() { runtime.Gosched() }

@@ -1,0 +1,169 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+)
+
+// Fault injection: after each fault the runtime still answers, every other task is
+// unaffected, and the tree returns to zero (newRT's cleanup asserts the zero).
+
+func TestFaultInjectorPanicsOrErrors(t *testing.T) {
+	rt := newRT(t)
+	require.NoError(t, rt.Agents().Register(bg, "panics", actors.WithInjector(func(context.Context, string) error { panic("injector exploded") })))
+	require.NoError(t, rt.Agents().Register(bg, "errs", actors.WithInjector(func(context.Context, string) error { return errBoom })))
+	err := rt.Agents().Inject(bg, "panics", "hi")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "injector panicked: injector exploded")
+	assert.ErrorIs(t, rt.Agents().Inject(bg, "errs", "hi"), errBoom)
+	f := newFake()
+	id := start(t, rt, f.spec("bash", "panics", false))
+	f.finish(messages.Outcome{Status: messages.Completed})
+	assert.Equal(t, messages.Completed, settleWait(t, rt, id, "panics").Status, "the runtime still answers")
+}
+
+func TestFaultReleasePanicIsContained(t *testing.T) {
+	rt := newRT(t)
+	register(t, rt, "a1")
+	f := newFake()
+	_, err := rt.Tasks().Start(bg, messages.Spec{Kind: "bash", Label: "x", Owner: "a1", Run: func() (messages.Hooks, error) {
+		h := f.hooks(false)
+		h.Release = func() { panic("release exploded") }
+		return h, nil
+	}})
+	require.NoError(t, err)
+	require.NoError(t, rt.Agents().Dispose(bg, "a1"))
+	assert.Equal(t, actors.Stats{Actors: 1}, rt.Stats())
+}
+
+func TestFaultCleanupBlocksUntilCloseGivesUp(t *testing.T) {
+	rt, err := actors.NewRuntime()
+	require.NoError(t, err)
+	register(t, rt, "a1")
+	_, err = rt.Agents().OnCleanup(bg, "a1", func(ctx context.Context) error {
+		<-ctx.Done() // a cleanup that honours its context
+		return ctx.Err()
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, rt.Close(ctx), context.DeadlineExceeded)
+	require.NoError(t, rt.Close(bg), "the cleanup's context was cancelled, so the retry completes")
+	assert.Equal(t, actors.Stats{}, rt.Stats())
+}
+
+func TestFaultKillStormDuringDispose(t *testing.T) {
+	rt := newRT(t, actors.WithOwnerLimit(0))
+	register(t, rt, "a1", "bystander")
+	rec := record(rt)
+	var ids []messages.TaskID
+	for i := 0; i < 30; i++ {
+		f := newFake()
+		if i%3 == 0 {
+			f.failCancel(errBoom) // some producers' cancel fails
+		}
+		ids = append(ids, start(t, rt, f.spec("bash", "a1", true)))
+	}
+	other := newFake()
+	otherID := start(t, rt, other.spec("bash", "bystander", true))
+	var wg sync.WaitGroup
+	for g := 0; g < 50; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for _, id := range ids {
+				_, err := rt.Tasks().Kill(bg, id, "a1", "storm")
+				if err != nil && !errors.Is(err, messages.ErrTaskNotFound) && !errors.Is(err, messages.ErrCancelFailed) {
+					assert.NoError(t, err)
+				}
+			}
+		}(g)
+	}
+	require.NoError(t, rt.Agents().Dispose(bg, "a1"))
+	wg.Wait()
+	seen := map[messages.TaskID]int{}
+	for range ids {
+		seen[rec.next(t).ID]++
+	}
+	for _, id := range ids {
+		assert.Equal(t, 1, seen[id], "%s settled once", id)
+	}
+	s, err := rt.Tasks().Get(bg, otherID, "bystander")
+	require.NoError(t, err)
+	assert.Equal(t, messages.Running, s.Status, "the bystander is unaffected")
+	assert.Empty(t, other.cancels)
+	other.finish(messages.Outcome{Status: messages.Completed})
+}
+
+func TestFaultCloseDuringStartsKillsAndDisposals(t *testing.T) {
+	rt, err := actors.NewRuntime(actors.WithOwnerLimit(0))
+	require.NoError(t, err)
+	rt.Tasks().AttachSurface("test")
+	agents := []messages.AgentID{"a1", "a2", "a3"}
+	register(t, rt, agents...)
+	var mu sync.Mutex
+	settled := map[messages.TaskID]int{}
+	rt.Tasks().OnDone(func(s messages.Snapshot) { mu.Lock(); settled[s.ID]++; mu.Unlock() })
+	var started sync.Map
+	var wg sync.WaitGroup
+	stopAll := make(chan struct{})
+	for g := 0; g < 20; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			owner := agents[g%len(agents)]
+			for i := 0; ; i++ {
+				select {
+				case <-stopAll:
+					return
+				default:
+				}
+				f := newFake()
+				id, err := rt.Tasks().Start(bg, f.spec("bash", owner, true))
+				if err != nil {
+					if !errors.Is(err, messages.ErrOwnerUnknown) && !errors.Is(err, messages.ErrClosed) {
+						assert.NoError(t, err)
+					}
+					if errors.Is(err, messages.ErrClosed) {
+						return
+					}
+					_ = rt.Agents().Register(bg, owner)
+					continue
+				}
+				started.Store(id, true)
+				_, _ = rt.Tasks().Kill(bg, id, owner, "storm")
+				if i%7 == 0 {
+					_ = rt.Agents().Dispose(bg, owner)
+				}
+			}
+		}(g)
+	}
+	// Let the storm run until a good number of tasks exist, then close under it.
+	for {
+		n := 0
+		started.Range(func(any, any) bool { n++; return n < 200 })
+		if n >= 200 {
+			break
+		}
+		runtimeYield()
+	}
+	require.NoError(t, rt.Close(bg))
+	close(stopAll)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	started.Range(func(k, _ any) bool {
+		assert.Equal(t, 1, settled[k.(messages.TaskID)], "%s settled exactly once", k)
+		return true
+	})
+	assert.Equal(t, actors.Stats{}, rt.Stats())
+}
