@@ -108,3 +108,34 @@ func TestProducerContractViolations(t *testing.T) {
 		})
 	}
 }
+
+// A producer whose Done settles before its Cancel returns (a process that dies at once
+// on SIGTERM): the kill still answers requested and the task is reported, so the model
+// that killed it gets no notice.
+func TestKillRacingSettlementIsStillAKill(t *testing.T) {
+	for i := 0; i < 50; i++ {
+		rt := newRT(t)
+		rec := record(rt)
+		done := make(chan messages.Outcome, 1)
+		returned := make(chan struct{})
+		id := start(t, rt, messages.Spec{Kind: "bash", Label: "x", Run: func() (messages.Hooks, error) {
+			return messages.Hooks{Done: done, Cancel: func(string) error {
+				done <- messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"}
+				// Return only once the settlement has been published.
+				<-returned
+				return nil
+			}}, nil
+		}})
+		published := make(chan messages.Snapshot, 1)
+		go func() { published <- rec.next(t); close(returned) }()
+		// The settlement listener runs while Cancel is still blocked.
+		res, err := rt.Tasks().Kill(bg, id, "", "stop")
+		require.NoError(t, err)
+		assert.Equal(t, messages.KillRequested, res)
+		s, err := rt.Tasks().Get(bg, id, "")
+		require.NoError(t, err)
+		assert.True(t, s.Reported)
+		assert.True(t, (<-published).Reported, "the settlement carried no notice")
+		rec.stop()
+	}
+}

@@ -39,6 +39,7 @@ type task struct {
 	teardownBy *actor.PID   // who asked for Teardown; answered TeardownDone at settlement
 	tdAnswered bool         // TeardownDone sent
 	inFlight   int          // Cancel calls not yet returned; the record is not released before they do
+	killsIn    int          // of those, the ones a KillTask made
 	abandon    chan struct{}
 	settleT    *time.Timer // armed by an accepted Teardown cancel
 }
@@ -157,6 +158,9 @@ func (t *task) watchDone() {
 // a cancelResult.
 func (t *task) cancelAsync(r *cancelResult) {
 	t.inFlight++
+	if !r.teardown {
+		t.killsIn++
+	}
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
 	rt.goSafe("cancel", func() {
 		r.err = cancelContained(cancel, r.reason)
@@ -166,6 +170,9 @@ func (t *task) cancelAsync(r *cancelResult) {
 
 func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 	t.inFlight--
+	if !r.teardown {
+		t.killsIn--
+	}
 	defer t.answerTeardown(ctx)
 	if r.teardown {
 		if t.snap.Status.Terminal() {
@@ -185,7 +192,14 @@ func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 		return
 	}
 	if t.snap.Status.Terminal() {
-		ctx.Send(r.sender, &messages.KillReply{Result: messages.KillAlreadyTerminal})
+		// The work settled while Cancel ran (a process that dies at once on SIGTERM):
+		// the kill was accepted and is what ended it. The settlement was already
+		// marked reported because this kill was in flight.
+		res := messages.KillRequested
+		if r.err != nil {
+			res = messages.KillAlreadyTerminal
+		}
+		ctx.Send(r.sender, &messages.KillReply{Result: res})
 		return
 	}
 	if r.err != nil {
@@ -251,8 +265,10 @@ func (t *task) settle(ctx actor.Context, o messages.Outcome) {
 	if t.hooks.ReadOutput == nil {
 		t.output = o.Output
 	}
-	if len(t.waiters) > 0 {
-		t.snap.Reported = true // a wait pending at settlement returns the terminal state
+	if len(t.waiters) > 0 || t.killsIn > 0 {
+		// A wait pending at settlement returns the terminal state; a kill in flight
+		// answers for it: either way the model learns of the end without a notice.
+		t.snap.Reported = true
 	}
 	t.stopWatching()
 	ctx.Send(t.rt.registry, &messages.TaskSettled{Snapshot: t.snap})
