@@ -124,6 +124,8 @@ func TestCloseGivesUpAtContextAndCanBeRetried(t *testing.T) {
 func TestRuntimeInCallerSuppliedActorSystem(t *testing.T) {
 	rt1, err := actors.NewRuntime()
 	require.NoError(t, err)
+	_, err = rt1.Tasks().List(bg, "") // a round trip: rt1's registry has started
+	require.NoError(t, err)
 	rt2, err := actors.NewRuntime(actors.WithActorSystem(rt1.ActorSystem()))
 	require.NoError(t, err)
 	rt2.Tasks().AttachSurface("test")

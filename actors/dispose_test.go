@@ -313,8 +313,11 @@ func ExampleAgents_Dispose() {
 	id, _ := rt.Tasks().Start(ctx, messages.Spec{Kind: "bash", Label: "sleep 100", Owner: "a1",
 		Run: func() (messages.Hooks, error) {
 			return messages.Hooks{
-				Cancel: func(reason string) error { done <- messages.Outcome{Status: messages.Killed, Detail: reason}; return nil },
-				Done:   done,
+				Cancel: func(reason string) error {
+					done <- messages.Outcome{Status: messages.Killed, Detail: reason}
+					return nil
+				},
+				Done: done,
 			}, nil
 		}})
 	settled := make(chan messages.Snapshot, 1)

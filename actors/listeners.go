@@ -1,9 +1,13 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/taskrt/taskrt/messages"
 )
@@ -28,18 +32,18 @@ type sub struct {
 	stopped bool
 	wake    chan struct{} // capacity 1: "the queue changed"
 	exited  chan struct{} // closed when the goroutine returned
-	drained chan struct{} // closed when a drain request found the queue empty
+	started chan struct{} // closed once gid is set
+	gid     atomic.Uint64 // the listener goroutine's id
 	drain   bool          // a close asked for: deliver what is queued, then exit
 }
 
 func newHub(rt *Runtime) *hub { return &hub{rt: rt, subs: map[*sub]struct{}{}} }
 
 func (h *hub) subscribe(fn func(messages.Snapshot)) func() {
-	s := &sub{fn: fn, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	s := &sub{fn: fn, wake: make(chan struct{}, 1), exited: make(chan struct{}), started: make(chan struct{})}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		close(s.exited)
 		return func() {}
 	}
 	h.subs[s] = struct{}{}
@@ -52,10 +56,11 @@ func (h *hub) subscribe(fn func(messages.Snapshot)) func() {
 			delete(h.subs, s)
 			h.mu.Unlock()
 			s.stop(false)
-			// A listener unsubscribing itself from inside its own call must not wait
-			// for its own goroutine; every other caller waits, so that no call starts
-			// after unsubscribe returns.
-			if !s.inCall() {
+			// Every caller but the listener itself waits for the listener's goroutine
+			// to end, so no call is running or starts after unsubscribe returns. A
+			// listener unsubscribing from inside its own call must not wait for itself.
+			<-s.started
+			if goroutineID() != s.gid.Load() {
 				<-s.exited
 			}
 		})
@@ -126,11 +131,22 @@ func (s *sub) stop(drain bool) {
 	}
 }
 
-var callingSub sync.Map // *sub -> goroutine marker while the listener runs
-
-func (s *sub) inCall() bool { _, ok := callingSub.Load(s); return ok }
+// goroutineID is the current goroutine's id, read from its stack header. It is used
+// once per listener goroutine and once per unsubscribe, never on a hot path.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
+}
 
 func (s *sub) run(rt *Runtime) {
+	s.gid.Store(goroutineID())
+	close(s.started)
 	defer close(s.exited)
 	for {
 		s.mu.Lock()
@@ -155,8 +171,6 @@ func (s *sub) run(rt *Runtime) {
 }
 
 func (s *sub) call(rt *Runtime, snap messages.Snapshot) {
-	callingSub.Store(s, struct{}{})
-	defer callingSub.Delete(s)
 	defer func() {
 		if p := recover(); p != nil {
 			rt.log.Error("taskrt: OnDone listener panicked", "task", snap.ID, "panic", fmt.Sprint(p))

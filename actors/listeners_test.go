@@ -77,3 +77,50 @@ func TestUnsubscribedListenerIsNotCalled(t *testing.T) {
 	defer mu.Unlock()
 	assert.Zero(t, calls)
 }
+
+func TestUnsubscribeWaitsForARunningCall(t *testing.T) {
+	rt := newRT(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	finished := false
+	stop := rt.Tasks().OnDone(func(messages.Snapshot) {
+		close(entered)
+		<-release
+		mu.Lock()
+		finished = true
+		mu.Unlock()
+	})
+	f := newFake()
+	start(t, rt, f.spec("bash", "", false))
+	f.finish(messages.Outcome{Status: messages.Completed})
+	<-entered
+	unsubscribed := make(chan struct{})
+	go func() { stop(); close(unsubscribed) }()
+	select {
+	case <-unsubscribed:
+		t.Fatal("unsubscribe returned while the listener was still running")
+	default:
+	}
+	close(release)
+	<-unsubscribed
+	mu.Lock()
+	defer mu.Unlock()
+	assert.True(t, finished)
+}
+
+func TestListenerCanUnsubscribeItself(t *testing.T) {
+	rt := newRT(t)
+	var stop func()
+	ready := make(chan struct{})
+	done := make(chan struct{})
+	stop = rt.Tasks().OnDone(func(messages.Snapshot) {
+		<-ready
+		stop() // must not deadlock waiting for itself
+		close(done)
+	})
+	close(ready)
+	f := newFake()
+	start(t, rt, f.spec("bash", "", false))
+	f.finish(messages.Outcome{Status: messages.Completed})
+	<-done
+}
