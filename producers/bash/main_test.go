@@ -1,0 +1,173 @@
+//go:build linux
+
+package bash
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(survivorCheck{m})
+}
+
+// survivorCheck fails a passing run when any process started by this test process
+// still carries a marker at the end: an escape that a test did not catch.
+type survivorCheck struct{ m *testing.M }
+
+func (s survivorCheck) Run() int {
+	code := s.m.Run()
+	prefix := strconv.Itoa(selfPid) + "."
+	if n := countMarked(func(m string) bool { return strings.HasPrefix(m, prefix) }); n > 0 && code == 0 {
+		fmt.Fprintf(os.Stderr, "survivors: %d processes started by this test run are still running\n", n)
+		return 1
+	}
+	return code
+}
+
+// newTestProducer is a producer whose spill files go to a per-test directory.
+func newTestProducer(t testing.TB, opts ...Option) *Producer {
+	t.Helper()
+	return New(append([]Option{WithSpillDir(t.TempDir())}, opts...)...)
+}
+
+// testTask is a started task that the test's cleanup settles and releases.
+type testTask struct {
+	messages.Hooks
+	task    *task
+	settled bool // Done was received
+}
+
+// startTask starts c and makes sure it is settled and released when the test ends,
+// whatever happened.
+func startTask(t testing.TB, p *Producer, c Command) *testTask {
+	t.Helper()
+	tk, err := p.start(c)
+	require.NoError(t, err)
+	h := tk.hooks()
+	tt := &testTask{Hooks: h, task: tk}
+	t.Cleanup(func() {
+		if !tt.settled {
+			require.NoError(t, h.Cancel("test cleanup"))
+			select {
+			case <-h.Done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("task did not settle after the cleanup's cancel")
+			}
+		}
+		h.Release()
+	})
+	return tt
+}
+
+// awaitDone waits for the task to settle, failing after limit.
+func (tt *testTask) awaitDone(t testing.TB, limit time.Duration) messages.Outcome {
+	t.Helper()
+	select {
+	case o, ok := <-tt.Done:
+		tt.settled = true
+		require.True(t, ok, "Done closed without an Outcome")
+		return o
+	case <-time.After(limit):
+		t.Fatalf("task did not settle within %s", limit)
+		return messages.Outcome{}
+	}
+}
+
+// readUntil reads the task's output until it contains want, returning everything
+// read. It polls the buffer on a short ticker, bounded by limit.
+func readUntil(t testing.TB, h *testTask, want string, limit time.Duration) string {
+	t.Helper()
+	var got bytes.Buffer
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(limit)
+	for {
+		got.WriteString(h.ReadOutput())
+		if bytes.Contains(got.Bytes(), []byte(want)) {
+			return got.String()
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("output never contained %q within %s; got %q", want, limit, got.String())
+		}
+	}
+}
+
+// zombieChildren lists zombies whose parent is this test process.
+func zombieChildren(t testing.TB) []int {
+	t.Helper()
+	procs, err := scanProcs()
+	require.NoError(t, err)
+	var z []int
+	for _, p := range procs {
+		if p.zombie && p.ppid == selfPid {
+			z = append(z, p.pid)
+		}
+	}
+	return z
+}
+
+// requireQuiet asserts that p has no live process and that this process has no
+// zombie children.
+func requireQuiet(t testing.TB, p *Producer) {
+	t.Helper()
+	require.Zero(t, p.Live(), "live processes carrying this producer's marker")
+	require.Empty(t, zombieChildren(t), "zombie children of the test process")
+}
+
+// pidGone reports whether no process (not even a zombie) has pid.
+func pidGone(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return os.IsNotExist(err)
+}
+
+var markerRE = regexp.MustCompile(`\[\.\.\. (\d+) bytes left out \(output offsets (\d+)-(\d+)\)[^\n]*\.\.\.\]\n`)
+
+// account checks one read result against the stream it came from: the text
+// between markers must be the source bytes at the right offsets, and each marker's
+// count must match its offsets. It returns the stream offset where the read ended
+// and how many bytes its markers said were left out. Text must be ASCII.
+func account(t testing.TB, from int64, s string, source func(off int64) byte) (end, leftOut int64) {
+	t.Helper()
+	cursor := from
+	check := func(text string) {
+		for i := 0; i < len(text); i++ {
+			if want := source(cursor + int64(i)); text[i] != want {
+				t.Fatalf("byte at offset %d: got %q, want %q", cursor+int64(i), text[i], want)
+			}
+		}
+	}
+	for {
+		loc := markerRE.FindStringSubmatchIndex(s)
+		if loc == nil {
+			break
+		}
+		text := s[:loc[0]]
+		n, _ := strconv.ParseInt(s[loc[2]:loc[3]], 10, 64)
+		a, _ := strconv.ParseInt(s[loc[4]:loc[5]], 10, 64)
+		b, _ := strconv.ParseInt(s[loc[6]:loc[7]], 10, 64)
+		if int64(len(text)) == a-cursor+1 && text[len(text)-1] == '\n' {
+			text = text[:len(text)-1] // the line break put before the marker
+		}
+		require.Equal(t, a-cursor, int64(len(text)), "text before marker %q", s[loc[0]:loc[1]])
+		require.Equal(t, b-a, n, "marker count vs offsets")
+		check(text)
+		cursor, leftOut = b, leftOut+n
+		s = s[loc[1]:]
+	}
+	check(s)
+	return cursor + int64(len(s)), leftOut
+}
