@@ -5,4 +5,60 @@
 //
 // Every string a model sees is part of a contract with the prompts written against
 // it; golden tests pin them.
+//
+// # Wiring
+//
+// An embedder creates an actors.Runtime, then NewTaskTools(rt): that attaches the
+// runtime's control surface (without one, every background start fails with
+// "background tasks unavailable: no control surface is attached (load the task
+// tools)") and subscribes the notice injector. Producer tools such as NewBash start
+// their background work on the same runtime, owned by the calling agent. Hand each
+// Tool's Name, Description and Schema to the model, route its calls to Call (a Set
+// dispatches by name), and put PromptSection into the system prompt. Close the task
+// tools before the runtime.
+//
+// # The tools
+//
+//	task_output(task_id, wait?, timeout_ms?)  new output (stream kinds) or the final
+//	                                          output (final kinds, once terminal), then
+//	                                          "[status: <status>]" or
+//	                                          "[status: <status>, <detail>]"
+//	task_list()                               "<id> [<kind>] <status> — <label>" per
+//	                                          line, or "(no background tasks)"
+//	task_kill(task_id, reason?)               "requested cancellation of task <id>", or
+//	                                          the terminal status line
+//	bash(command, timeout_ms?, run_in_background?)
+//
+// A task_output wait defaults to 30 s and is capped at 600 s (WithWaitTimeout,
+// WithMaxWait); a larger timeout_ms is clamped and the response says so on the line
+// before the status line; a wait that times out is a success reporting
+// "[status: running]". An unknown id and another agent's task are both
+// "task not found: <id>", in every tool.
+//
+// # Notices
+//
+// When an owned task settles and the model has not already seen its end (it killed
+// the task, or a read or wait returned the terminal state, including a wait pending at
+// settlement), the owner's session receives exactly one
+//
+//	background task <id> (<kind>: <label>) finished [status: …]. Read its output with task_output.
+//
+// through Agents.Inject, which drops it for an agent that is being or has been
+// disposed. TaskTools.Notices counts what was delivered and suppressed.
+//
+// # Arguments
+//
+// Input schemas are generated from the argument structs (OutputArgs, ListArgs,
+// KillArgs, BashArgs) with github.com/google/jsonschema-go and forbid additional
+// properties. Calls are decoded strictly against the same structs: invalid JSON,
+// non-objects, unknown fields, nulls, wrong types, missing required fields, empty
+// ids or commands and non-positive timeouts are tool errors with a one-line reason,
+// and nothing is started.
+//
+// # When not to use it
+//
+// Embedders with their own model-facing surface (a UI, a different tool protocol)
+// can drive actors.Tasks directly; they must then attach their own surface
+// (Tasks.AttachSurface) and deliver their own notices. Use one TaskTools per
+// runtime: two would inject every notice twice.
 package tools

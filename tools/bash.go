@@ -1,0 +1,229 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/bash"
+)
+
+// BashName is the bash tool's name.
+const BashName = "bash"
+
+// Defaults of the bash tool's foreground timeout.
+const (
+	DefaultBashTimeout    = 120 * time.Second
+	DefaultBashMaxTimeout = 600 * time.Second
+)
+
+// BashArgs are the arguments of the bash tool. RunInBackground is part of the schema
+// only when the tool's run_in_background is enabled (the default).
+type BashArgs struct {
+	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
+	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"Foreground only: the longest the command may run, in milliseconds."`
+	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+}
+
+// bashForegroundArgs is BashArgs without run_in_background: the schema and decoder of
+// a bash tool whose background mode is disabled, so that schema and capability never
+// disagree.
+type bashForegroundArgs struct {
+	Command   string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
+	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds."`
+}
+
+// bashTimeoutDescription describes timeout_ms with the configured default and cap.
+const bashTimeoutDescription = "the longest the command may run, in milliseconds (default %d, at most %d). When it passes, the command and every process it started are killed."
+
+const bashDescription = "Run a shell command with /bin/bash -c and return its output (stdout and stderr merged) and exit code. " +
+	"The command runs in its own process group with no terminal and empty stdin; at its timeout the whole group is killed. "
+
+const bashBackgroundDescription = "With run_in_background: true the command starts as a background task and the call returns its task id at once: " +
+	"read its output with task_output, stop it with task_kill, and expect a notice in this session when it finishes."
+
+// bashRunner is the part of *bash.Producer the tool uses.
+type bashRunner interface {
+	Spec(owner messages.AgentID, c bash.Command) messages.Spec
+	Run(ctx context.Context, c bash.Command, timeout time.Duration) (bash.Result, error)
+}
+
+// BashTool is the bash tool: foreground commands through the producer's Run, and,
+// unless disabled, background commands as tasks of the caller through Tasks.Start.
+type BashTool struct {
+	rt   *actors.Runtime
+	run  bashRunner
+	cfg  bashConfig
+	args *argSpec
+}
+
+type bashConfig struct {
+	background bool
+	timeout    time.Duration
+	maxTimeout time.Duration
+	dir        string
+	env        []string
+}
+
+// BashOption configures the bash tool.
+type BashOption interface{ applyBash(*bashConfig) }
+
+type bashOptionFunc func(*bashConfig)
+
+func (f bashOptionFunc) applyBash(c *bashConfig) { f(c) }
+
+// WithRunInBackground is the tool's EnableRunInBackground setting (default true).
+// When false, run_in_background is absent from the schema and a call that still
+// sends it is rejected as an unknown field.
+func WithRunInBackground(enabled bool) BashOption {
+	return bashOptionFunc(func(c *bashConfig) { c.background = enabled })
+}
+
+// WithBashTimeout sets the foreground timeout used when a call gives no timeout_ms.
+// Values <= 0 keep the default, DefaultBashTimeout; a value above the maximum is
+// lowered to it.
+func WithBashTimeout(d time.Duration) BashOption {
+	return bashOptionFunc(func(c *bashConfig) {
+		if d > 0 {
+			c.timeout = d
+		}
+	})
+}
+
+// WithBashMaxTimeout caps timeout_ms; a larger one is clamped and the response says
+// so. Values <= 0 keep the default, DefaultBashMaxTimeout.
+func WithBashMaxTimeout(d time.Duration) BashOption {
+	return bashOptionFunc(func(c *bashConfig) {
+		if d > 0 {
+			c.maxTimeout = d
+		}
+	})
+}
+
+// WithWorkDir sets the directory commands run in ("" keeps the process's own).
+func WithWorkDir(dir string) BashOption {
+	return bashOptionFunc(func(c *bashConfig) { c.dir = dir })
+}
+
+// WithEnv adds KEY=VALUE entries to every command's environment.
+func WithEnv(env ...string) BashOption {
+	return bashOptionFunc(func(c *bashConfig) { c.env = append([]string(nil), env...) })
+}
+
+// NewBash returns the bash tool running commands with p. Background commands become
+// tasks of rt owned by the calling agent; they need the task tools attached (see
+// NewTaskTools), or the call fails with the runtime's no-control-surface error.
+func NewBash(rt *actors.Runtime, p *bash.Producer, opts ...BashOption) *BashTool {
+	return newBash(rt, p, opts...)
+}
+
+func newBash(rt *actors.Runtime, r bashRunner, opts ...BashOption) *BashTool {
+	cfg := bashConfig{background: true, timeout: DefaultBashTimeout, maxTimeout: DefaultBashMaxTimeout}
+	for _, o := range opts {
+		o.applyBash(&cfg)
+	}
+	if cfg.timeout > cfg.maxTimeout {
+		cfg.timeout = cfg.maxTimeout
+	}
+	b := &BashTool{rt: rt, run: r, cfg: cfg}
+	timeout := fmt.Sprintf(bashTimeoutDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())
+	if cfg.background {
+		b.args = newArgSpec[BashArgs](minLength("command", 1), minimum("timeout_ms", 1),
+			describe("timeout_ms", "Foreground only: "+timeout))
+	} else {
+		b.args = newArgSpec[bashForegroundArgs](minLength("command", 1), minimum("timeout_ms", 1),
+			describe("timeout_ms", "The "+strings.TrimPrefix(timeout, "the ")))
+	}
+	return b
+}
+
+// Name returns "bash".
+func (b *BashTool) Name() string { return BashName }
+
+// Description returns the model-facing description; it mentions run_in_background
+// only when the tool offers it.
+func (b *BashTool) Description() string {
+	if b.cfg.background {
+		return bashDescription + bashBackgroundDescription
+	}
+	return strings.TrimSpace(bashDescription)
+}
+
+// Schema returns the input schema; run_in_background is present only when enabled.
+func (b *BashTool) Schema() map[string]any { return b.args.schema() }
+
+// Call runs the command: in the foreground, returning its output and a status line
+// when it ends or its timeout kills it; or, with run_in_background, as a background
+// task of caller, returning a Handle in Data.
+func (b *BashTool) Call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Text: fmt.Sprintf("bash failed: internal error: %s", oneLine(fmt.Sprint(p))), IsError: true}
+		}
+	}()
+	var a BashArgs
+	var given map[string]bool
+	var err error
+	if b.cfg.background {
+		given, err = b.args.decode(raw, &a)
+	} else {
+		var fg bashForegroundArgs
+		given, err = b.args.decode(raw, &fg)
+		a = BashArgs{Command: fg.Command, TimeoutMS: fg.TimeoutMS}
+	}
+	if err != nil {
+		return errResult(err)
+	}
+	if strings.TrimSpace(a.Command) == "" {
+		return errResult(argErr("command must not be empty"))
+	}
+	if given["timeout_ms"] && a.TimeoutMS <= 0 {
+		return errResult(errTimeout)
+	}
+	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env}
+	if a.RunInBackground {
+		return b.background(ctx, caller, cmd)
+	}
+	return b.foreground(ctx, cmd, a.TimeoutMS)
+}
+
+func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd bash.Command) Result {
+	spec := b.run.Spec(caller, cmd)
+	id, err := b.rt.Tasks().Start(ctx, spec)
+	if err != nil {
+		return errResult(err)
+	}
+	text := startedText(id, spec.Kind, spec.Label)
+	if caller == "" {
+		text = startedUnownedText(id, spec.Kind, spec.Label)
+	}
+	return Result{Text: text, Data: Handle{Kind: "background", TaskID: id}}
+}
+
+func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS int64) Result {
+	timeout, clamped := b.cfg.timeout, ""
+	if timeoutMS > 0 {
+		timeout = time.Duration(timeoutMS) * time.Millisecond
+		if maxMS := b.cfg.maxTimeout.Milliseconds(); timeoutMS > maxMS {
+			timeout, clamped = b.cfg.maxTimeout, clampedText(maxMS)
+		}
+	}
+	r, err := b.run.Run(ctx, cmd, timeout)
+	if err != nil && r.Outcome.Status == "" {
+		return errResult(err) // nothing ran
+	}
+	var note string
+	switch {
+	case err != nil:
+		note = fmt.Sprintf("(cancelled: %s; the command and its process group were killed)", oneLine(err.Error()))
+	case r.TimedOut:
+		note = fmt.Sprintf("(timed out after %d ms; the command and its process group were killed)", timeout.Milliseconds())
+	}
+	return Result{Text: joinLines(r.Output, clamped, note, statusLine(r.Outcome.Status, r.Outcome.Detail)), IsError: err != nil}
+}
+
+var _ Tool = (*BashTool)(nil)

@@ -1,0 +1,128 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// This file holds every model-facing string the task tools build from runtime state.
+// The strings are a contract with the prompts written against them; golden tests pin
+// each one.
+
+// StatusLine renders a snapshot's status as the line that ends every task_output
+// response: "[status: running]", "[status: completed, exit code: 0]",
+// "[status: killed, signal: SIGTERM]", "[status: failed, max-tokens]" — the generic
+// status, then the producer's detail when it has one.
+func StatusLine(s messages.Snapshot) string {
+	return statusLine(s.Status, s.Detail)
+}
+
+func statusLine(st messages.Status, detail string) string {
+	if d := oneLine(detail); d != "" {
+		return fmt.Sprintf("[status: %s, %s]", st, d)
+	}
+	return fmt.Sprintf("[status: %s]", st)
+}
+
+// NoticeText is the completion notice injected into the owning agent's session when
+// an unreported task settles:
+//
+//	background task bash-1 (bash: make test) finished [status: completed, exit code: 0]. Read its output with task_output.
+func NoticeText(s messages.Snapshot) string {
+	return fmt.Sprintf("background task %s (%s: %s) finished %s. Read its output with task_output.",
+		s.ID, s.Kind, Label(s.Label), StatusLine(s))
+}
+
+// listLine is one task_list line: "<id> [<kind>] <status> — <label>".
+func listLine(s messages.Snapshot) string {
+	return fmt.Sprintf("%s [%s] %s — %s", s.ID, s.Kind, s.Status, Label(s.Label))
+}
+
+// noTasks is task_list's answer when the caller sees no task.
+const noTasks = "(no background tasks)"
+
+// startedText is the readable half of a background start's result.
+func startedText(id messages.TaskID, kind, label string) string {
+	return fmt.Sprintf("started background task %s (%s: %s). You will be notified when it finishes; read its output with task_output.",
+		id, kind, Label(label))
+}
+
+// startedUnownedText is startedText for the no-agent caller: an unowned task has no
+// session to notify, so the text promises no notice.
+func startedUnownedText(id messages.TaskID, kind, label string) string {
+	return fmt.Sprintf("started background task %s (%s: %s). No completion notice will follow; read its output with task_output.",
+		id, kind, Label(label))
+}
+
+// killRequestedText is task_kill's answer when the cancellation was accepted.
+func killRequestedText(id messages.TaskID) string {
+	return fmt.Sprintf("requested cancellation of task %s", id)
+}
+
+// clampedText is the line task_output adds before the status line when it clamped
+// the requested wait.
+func clampedText(maxMS int64) string { return fmt.Sprintf("(timeout_ms clamped to %d)", maxMS) }
+
+// notFoundText is the single answer for an unknown id and for a task the caller may
+// not reach, in every tool: the two must be indistinguishable.
+func notFoundText(id string) string { return "task not found: " + truncate(oneLine(id), 128) }
+
+// MaxLabel is the longest label, in runes, that the tools print; longer labels are
+// cut and end with "…".
+const MaxLabel = 200
+
+// Label renders a task label for one line of model-facing text: line breaks become
+// spaces and labels longer than MaxLabel runes are cut, so that a multi-line command
+// never breaks the one-line-per-task shape of task_list or a notice.
+func Label(l string) string { return truncate(oneLine(l), MaxLabel) }
+
+// oneLine replaces line breaks (CR, LF, CRLF) with single spaces and trims the ends.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return strings.TrimSpace(s)
+	}
+	s = strings.ReplaceAll(s, "\r\n", " ")
+	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	return strings.TrimSpace(s)
+}
+
+// truncate cuts s to at most n runes, marking a cut with "…".
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// joinLines joins the non-empty parts of a response, one per line. A part that
+// already ends in a newline is not given a second one.
+func joinLines(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		b.WriteString(p)
+		if !strings.HasSuffix(p, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// errResult is a tool error with a one-line reason.
+func errResult(err error) Result { return Result{Text: oneLine(err.Error()), IsError: true} }
+
+// taskErrResult maps a runtime error about the task id to its tool error: the
+// not-found line for unknown and foreign ids alike, the error's own text otherwise.
+func taskErrResult(id string, err error) Result {
+	if errors.Is(err, messages.ErrTaskNotFound) {
+		return Result{Text: notFoundText(id), IsError: true}
+	}
+	return errResult(err)
+}

@@ -1,0 +1,133 @@
+package tools
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// NoticeStats counts what the notice injector did with the settlements it saw.
+type NoticeStats struct {
+	// Delivered counts notices handed to Agents.Inject that it accepted. Inject
+	// silently drops a notice for an agent that is being disposed, so a notice racing
+	// its owner's disposal may be counted here without reaching a session.
+	Delivered int64
+	// Suppressed counts settlements that produced no notice: unowned tasks, tasks
+	// the model killed or whose terminal state a read or wait returned, tasks ended
+	// by their owner's disposal or the runtime's close.
+	Suppressed int64
+	// Failed counts notices whose injection returned an error (the agent's injector
+	// failed, or Close cancelled it).
+	Failed int64
+}
+
+// noticeCounters are NoticeStats as atomics: the listener goroutine writes, anyone
+// reads.
+type noticeCounters struct {
+	delivered, suppressed, failed atomic.Int64
+}
+
+// Notices reports the notice counters.
+func (t *TaskTools) Notices() NoticeStats {
+	return NoticeStats{
+		Delivered:  t.notices.delivered.Load(),
+		Suppressed: t.notices.suppressed.Load(),
+		Failed:     t.notices.failed.Load(),
+	}
+}
+
+// onDone is the OnDone listener: it turns each settlement of an owned, unreported
+// task into exactly one notice in the owner's session. The runtime calls it once per
+// settlement, in order, on a goroutine of its own, so it may call back into the
+// runtime.
+//
+// The steps, each of which may end the notice:
+//
+//  1. An unowned task has no session to notify.
+//  2. A task reported at settlement (killed by the model, a wait pending when it
+//     settled, ended by teardown) gets no notice.
+//  3. Let every task_output call on the task that was already under way finish: a
+//     call the model made before the task settled, whose request reached the task
+//     only after it settled, returns the terminal state — that wait was pending at
+//     settlement as far as the model can tell. The calls end quickly: the task has
+//     settled, so a wait on it returns at once.
+//  4. Ask the registry again: a read or wait that returned the terminal state after
+//     settlement marked the task reported since — the model already has the news. A
+//     task that is gone (its owner disposed, the runtime closed) has no session to
+//     notify either.
+//  5. Inject. Agents.Inject is a no-op for an agent disposed meanwhile.
+func (t *TaskTools) onDone(s messages.Snapshot) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.active.Add(1)
+	t.mu.Unlock()
+	defer t.active.Done()
+	if s.Owner == "" || s.Reported {
+		t.notices.suppressed.Add(1)
+		return
+	}
+	t.calls.await(t.ctx, s.ID)
+	cur, err := t.rt.Tasks().Get(t.ctx, s.ID, s.Owner)
+	if err != nil || cur.Reported {
+		t.notices.suppressed.Add(1)
+		return
+	}
+	if err := t.rt.Agents().Inject(t.ctx, s.Owner, NoticeText(s)); err != nil {
+		t.notices.failed.Add(1)
+		return
+	}
+	t.notices.delivered.Add(1)
+}
+
+// inflight tracks the task_output calls under way, per task id, so that the notice
+// injector can let the ones that started before it finish (step 3 of onDone).
+type inflight struct {
+	mu    sync.Mutex // protects calls
+	calls map[messages.TaskID]map[*byte]chan struct{}
+}
+
+// begin records a call on id; the returned function marks it finished.
+func (f *inflight) begin(id messages.TaskID) (end func()) {
+	key, done := new(byte), make(chan struct{})
+	f.mu.Lock()
+	if f.calls == nil {
+		f.calls = map[messages.TaskID]map[*byte]chan struct{}{}
+	}
+	if f.calls[id] == nil {
+		f.calls[id] = map[*byte]chan struct{}{}
+	}
+	f.calls[id][key] = done
+	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		delete(f.calls[id], key)
+		if len(f.calls[id]) == 0 {
+			delete(f.calls, id)
+		}
+		f.mu.Unlock()
+		close(done)
+	}
+}
+
+// await waits for the calls on id that are under way now (not for later ones), or
+// for ctx.
+func (f *inflight) await(ctx context.Context, id messages.TaskID) {
+	f.mu.Lock()
+	pending := make([]chan struct{}, 0, len(f.calls[id]))
+	for _, done := range f.calls[id] {
+		pending = append(pending, done)
+	}
+	f.mu.Unlock()
+	for _, done := range pending {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

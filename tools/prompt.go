@@ -1,0 +1,29 @@
+package tools
+
+// Section is one system-prompt section. Embedders sort their sections by Order and
+// render each as a heading (Title) followed by its body (Text).
+type Section struct {
+	Order int
+	Title string
+	Text  string
+}
+
+// PromptOrder is the order of the background-task section: 106, right after the bash
+// tool's own section.
+const PromptOrder = 106
+
+const promptText = `Some tools can run work in the background (run_in_background: true). Such a call returns at once with a task id (for example bash-1); the work goes on while you do other things.
+
+- Track every task id you are given. task_list shows your tasks if you lose one.
+- You are notified in this session when a background task finishes. Do not busy-poll task_output or sleep while you wait for one: keep working on steps that do not depend on it, and do not start a second task that duplicates the work of one that is still running.
+- Do not produce a final answer while a task whose result matters is still running. Call task_output to collect it first — with wait: true when you are blocked on it.
+- Call task_kill on tasks that stopped mattering, so they do not run on for nothing.`
+
+// PromptSection returns the system-prompt section that teaches the background-task
+// habit the per-tool descriptions cannot: track ids, rely on the completion notice
+// instead of polling, never duplicate running work, collect relevant results before
+// answering, and kill what stopped mattering. Include it whenever the task tools are
+// offered.
+func PromptSection() Section {
+	return Section{Order: PromptOrder, Title: "Background tasks", Text: promptText}
+}
