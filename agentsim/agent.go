@@ -1,0 +1,120 @@
+package agentsim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/subagent"
+	"github.com/taskrt/taskrt/tools"
+)
+
+// DefaultMaxSteps bounds the model steps of one turn.
+const DefaultMaxSteps = 64
+
+// Caller executes a tool call for an agent: tools.Set satisfies it, and so does Sim.
+type Caller interface {
+	Call(ctx context.Context, caller messages.AgentID, name string, args json.RawMessage) tools.Result
+}
+
+// Agent is the agent loop of one agent session. Registering and disposing the agent
+// with the runtime is the caller's business (Sim.Register, Sim.Dispose); Agent only
+// runs turns, always calling tools as ID, so the agent owns the tasks it starts.
+type Agent struct {
+	ID       messages.AgentID
+	Session  *Session
+	Model    Model
+	Tools    Caller
+	MaxSteps int // per turn; <= 0 means DefaultMaxSteps
+}
+
+// Turn runs one turn: it appends prompt as a user entry, then asks the model for
+// steps until it gives a final answer, executing each step's tool calls (concurrently
+// when there are several) and appending their results in order. Notices injected
+// meanwhile are in the session for the model's next step.
+//
+// The turn ends with the model's final answer and stop reason; with StopError when
+// the model fails or the step limit is reached; or with StopAborted (detail: the
+// context's cause) when ctx ends, with the latest commentary as partial output. The
+// final assistant entry records how it ended. Turn does not touch the agent's tasks:
+// background work goes on after the turn, until the agent is disposed.
+func (a *Agent) Turn(ctx context.Context, prompt string) subagent.Result {
+	a.Session.Append(Entry{Kind: EntryUser, Text: prompt})
+	limit := a.MaxSteps
+	if limit <= 0 {
+		limit = DefaultMaxSteps
+	}
+	var partial string
+	for step := 0; ; step++ {
+		if ctx.Err() != nil {
+			return a.end(subagent.Result{Stop: subagent.StopAborted, Output: partial, Detail: cause(ctx)})
+		}
+		if step == limit {
+			return a.end(subagent.Result{Stop: subagent.StopError, Output: partial,
+				Detail: fmt.Sprintf("step limit reached (%d steps)", limit)})
+		}
+		st, err := a.nextStep(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return a.end(subagent.Result{Stop: subagent.StopAborted, Output: partial, Detail: cause(ctx)})
+		case err != nil:
+			return a.end(subagent.Result{Stop: subagent.StopError, Output: partial, Detail: err.Error()})
+		case len(st.Calls) == 0:
+			stop := st.Stop
+			if stop == "" {
+				stop = subagent.StopCompleted
+			}
+			return a.end(subagent.Result{Stop: stop, Output: st.Text})
+		}
+		if st.Text != "" {
+			a.Session.Append(Entry{Kind: EntryAssistant, Text: st.Text})
+			partial = st.Text
+		}
+		for _, c := range st.Calls {
+			a.Session.Append(Entry{Kind: EntryToolCall, Tool: c.Tool, Args: c.Args})
+		}
+		for i, r := range a.execute(ctx, st.Calls) {
+			a.Session.Append(Entry{Kind: EntryToolResult, Tool: st.Calls[i].Tool, Text: r.Text, Data: r.Data, IsError: r.IsError})
+		}
+	}
+}
+
+// nextStep asks the model, turning a panic into an error.
+func (a *Agent) nextStep(ctx context.Context) (st Step, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("model panicked: %v", p)
+		}
+	}()
+	return a.Model.Next(ctx, a.Session)
+}
+
+// execute runs the calls concurrently and returns their results in call order.
+func (a *Agent) execute(ctx context.Context, calls []ToolCall) []tools.Result {
+	out := make([]tools.Result, len(calls))
+	if len(calls) == 1 {
+		out[0] = a.Tools.Call(ctx, a.ID, calls[0].Tool, calls[0].Args)
+		return out
+	}
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() { out[i] = a.Tools.Call(ctx, a.ID, c.Tool, c.Args) })
+	}
+	wg.Wait()
+	return out
+}
+
+// end appends the final assistant entry and returns r.
+func (a *Agent) end(r subagent.Result) subagent.Result {
+	a.Session.Append(Entry{Kind: EntryAssistant, Text: r.Output, Final: true, Stop: r.Stop, Detail: r.Detail})
+	return r
+}
+
+func cause(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil {
+		return c.Error()
+	}
+	return ""
+}

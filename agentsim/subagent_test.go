@@ -1,0 +1,308 @@
+package agentsim_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/agentsim"
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/tools"
+)
+
+// The failures a real review found in a peer's background sub-agents (see
+// seeds/peer-review-background-subagents.md), each pinned end to end.
+
+func TestParentTurnEndsWithoutCollecting(t *testing.T) {
+	rep := play(t, "scenarios/end-of-turn-notice.json")
+	// The child outlived the turn that started it: nothing kills it at end of turn.
+	if got := rep.Tasks; len(got) != 1 || got[0].Status != messages.Completed {
+		t.Fatalf("tasks = %+v, want subagent-1 completed", got)
+	}
+	var notices []string
+	for _, e := range rep.Transcripts["a1"] {
+		if e.Kind == agentsim.EntryNotice {
+			notices = append(notices, e.Text)
+		}
+	}
+	want := []string{"background task subagent-1 (subagent: review the diff) finished [status: completed]. Read its output with task_output."}
+	if !slices.Equal(notices, want) {
+		t.Errorf("notices = %q, want %q", notices, want)
+	}
+}
+
+func TestCollectingTwiceNeverRerunsTheChild(t *testing.T) {
+	rep := play(t, "scenarios/collect-twice.json")
+	if got := rep.ModelCalls["oracle"]; got != 1 {
+		t.Errorf("the child's model was asked %d times, want 1: collects must never re-prompt it", got)
+	}
+	children := 0
+	for id := range rep.Transcripts {
+		if strings.HasPrefix(string(id), "a1/sub-") {
+			children++
+		}
+	}
+	if children != 1 {
+		t.Errorf("%d child agents ran, want 1", children)
+	}
+}
+
+func TestErroredChildReportsFailed(t *testing.T) {
+	rep := play(t, "scenarios/errored-child.json")
+	want := map[messages.TaskID]string{
+		"subagent-1": "error: simulated model failure",
+		"subagent-2": "max-tokens",
+		"subagent-3": "refusal",
+	}
+	for _, ti := range rep.Tasks {
+		if ti.Status != messages.Failed || ti.Detail != want[ti.ID] {
+			t.Errorf("%s = %s (%s), want failed (%s)", ti.ID, ti.Status, ti.Detail, want[ti.ID])
+		}
+	}
+}
+
+func TestOwnerCapGivesAClearError(t *testing.T) {
+	rep := play(t, "scenarios/owner-cap.json")
+	if got := rep.ModelCalls["hang"]; got != 3 {
+		t.Errorf("hang model ran %d times, want 3 (the refused start must not run a child)", got)
+	}
+}
+
+// gated is a scripted child that answers "findings" once the gate "release" opens.
+var gated = agentsim.ModelScript{Steps: []agentsim.ScriptStep{{Await: "release", Answer: ptr("findings")}}}
+
+func ptr(s string) *string { return &s }
+
+func call(t *testing.T, sim *agentsim.Sim, ctx context.Context, caller messages.AgentID, tool, args string) tools.Result {
+	t.Helper()
+	return sim.Call(ctx, caller, tool, json.RawMessage(args))
+}
+
+func TestCancellingAWaitLeavesTheChildRunning(t *testing.T) {
+	sim := newSim(t, agentsim.WithScript("gated", gated))
+	ctx := ctxT(t)
+	if _, err := sim.Register(ctx, "a1", ""); err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, sim, ctx, "a1", "subagent", `{"description":"research","prompt":"go","model":"gated","run_in_background":true}`)
+	if r.IsError {
+		t.Fatal(r.Text)
+	}
+	id := r.Data.(tools.Handle).TaskID
+
+	// The caller gives up on its wait (a deadline here; a user interrupt alike).
+	waitCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	r = call(t, sim, waitCtx, "a1", "task_output", `{"task_id":"`+string(id)+`","wait":true,"timeout_ms":60000}`)
+	cancel()
+	if !r.IsError || !strings.Contains(r.Text, "context deadline exceeded") {
+		t.Errorf("cancelled wait = %+v, want a context error", r)
+	}
+	s, err := sim.Runtime().Tasks().Get(ctx, id, "a1")
+	if err != nil || s.Status != messages.Running || s.Reported {
+		t.Fatalf("after the cancelled wait: %+v, %v; want running and unreported", s, err)
+	}
+
+	sim.Gates().Open("release")
+	r = call(t, sim, ctx, "a1", "task_output", `{"task_id":"`+string(id)+`","wait":true,"timeout_ms":60000}`)
+	if want := "findings\n[status: completed]"; r.Text != want || r.IsError {
+		t.Errorf("collect = %+v, want %q", r, want)
+	}
+	if got := sim.ModelCalls()["gated"]; got != 1 {
+		t.Errorf("child model calls = %d, want 1", got)
+	}
+}
+
+func TestStartWithCancelledContextNeverRunsTheChild(t *testing.T) {
+	sim := newSim(t)
+	ctx := ctxT(t)
+	if _, err := sim.Register(ctx, "a1", ""); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, args := range []string{
+		`{"description":"bg","prompt":"hi","run_in_background":true}`,
+		`{"description":"fg","prompt":"hi"}`,
+	} {
+		r := call(t, sim, done, "a1", "subagent", args)
+		if !r.IsError || !strings.Contains(r.Text, "context canceled") {
+			t.Errorf("start on a cancelled context = %+v, want a tool error naming the cancellation", r)
+		}
+		if r.Data != nil {
+			t.Errorf("a failed start returned data %v", r.Data)
+		}
+	}
+	if got := sim.ModelCalls()["echo"]; got != 0 {
+		t.Errorf("the child's model ran %d times, want 0", got)
+	}
+	if s := sim.Session("a1/sub-1"); s != nil {
+		t.Error("a child agent was registered for an aborted start")
+	}
+	if r := call(t, sim, ctx, "a1", "task_list", `{}`); r.Text != "(no background tasks)" {
+		t.Errorf("task_list = %q, want no tasks", r.Text)
+	}
+	// The aborted start burned no id.
+	r := call(t, sim, ctx, "a1", "subagent", `{"description":"bg","prompt":"hi","run_in_background":true}`)
+	if h, ok := r.Data.(tools.Handle); !ok || h.TaskID != "subagent-1" {
+		t.Errorf("next start = %+v, want subagent-1", r)
+	}
+}
+
+// TestDisposingTheTopAgentIsTransitive runs three levels of background sub-agents,
+// each with a background command, and disposes the top agent: Dispose returns only
+// once every descendant task and process is gone, and tasks settle deepest first.
+func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
+	sc, err := agentsim.LoadScenario("scenarios/three-levels.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []agentsim.Option
+	for name, m := range sc.Models {
+		opts = append(opts, agentsim.WithScript(name, m))
+	}
+	sim := newSim(t, opts...)
+	ctx := ctxT(t)
+
+	var (
+		mu      sync.Mutex
+		settled []messages.Snapshot
+		all     = make(chan struct{})
+	)
+	unsub := sim.Runtime().Tasks().OnDone(func(s messages.Snapshot) {
+		mu.Lock()
+		defer mu.Unlock()
+		settled = append(settled, s)
+		if len(settled) == 5 {
+			close(all)
+		}
+	})
+	defer unsub()
+
+	if _, err := sim.Register(ctx, "a1", ""); err != nil {
+		t.Fatal(err)
+	}
+	a, err := sim.Agent("a1", "level1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := a.Turn(ctx, "start"); res.Stop != "completed" {
+		t.Fatalf("turn = %+v", res)
+	}
+	if got := sim.Processes(); got != 3 {
+		t.Fatalf("%d bash processes before Dispose, want 3", got)
+	}
+	if got := sim.Runtime().Stats(); got.Running != 5 || got.Agents != 3 {
+		t.Fatalf("before Dispose: %+v, want 5 running tasks and 3 agents", got)
+	}
+
+	if err := sim.Dispose(ctx, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing is left the moment Dispose returns.
+	if got := sim.Processes(); got != 0 {
+		t.Errorf("%d bash processes alive after Dispose", got)
+	}
+	if got, want := sim.Runtime().Stats(), (actors.Stats{Actors: 1}); got != want {
+		t.Errorf("after Dispose: %+v, want %+v (only the registry)", got, want)
+	}
+
+	select {
+	case <-all:
+	case <-ctx.Done():
+		t.Fatal("not every settlement reached the listener")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	at := func(id messages.TaskID) int {
+		return slices.IndexFunc(settled, func(s messages.Snapshot) bool { return s.ID == id })
+	}
+	owner := map[messages.TaskID]messages.AgentID{}
+	for _, s := range settled {
+		owner[s.ID] = s.Owner
+		if s.Status != messages.Killed {
+			t.Errorf("%s = %s (%s), want killed", s.ID, s.Status, s.Detail)
+		}
+	}
+	wantOwners := map[messages.TaskID]messages.AgentID{
+		"bash-1": "a1", "subagent-1": "a1",
+		"bash-2": "a1/sub-1", "subagent-2": "a1/sub-1",
+		"bash-3": "a1/sub-1/sub-2",
+	}
+	if !mapsEqual(owner, wantOwners) {
+		t.Fatalf("owners = %v, want %v", owner, wantOwners)
+	}
+	// A sub-agent task settles only after every task of its child agent's subtree.
+	for _, rule := range [][2]messages.TaskID{
+		{"bash-3", "subagent-2"},
+		{"subagent-2", "subagent-1"},
+		{"bash-2", "subagent-1"},
+	} {
+		if at(rule[0]) > at(rule[1]) {
+			t.Errorf("%s settled after %s; order: %v", rule[0], rule[1], ids(settled))
+		}
+	}
+}
+
+func mapsEqual[K, V comparable](a, b map[K]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func ids(ss []messages.Snapshot) []messages.TaskID {
+	out := make([]messages.TaskID, len(ss))
+	for i, s := range ss {
+		out[i] = s.ID
+	}
+	return out
+}
+
+// TestCloseEndsEverything: closing the Sim ends background children (through their
+// tasks) and foreground children (which have no task) alike.
+func TestCloseEndsEverything(t *testing.T) {
+	started := make(chan struct{})
+	var once sync.Once
+	observe := func(e agentsim.Event) {
+		// The foreground child's model is running once its prompt is in its session.
+		if e.Type == agentsim.EventEntry && e.Agent == "a1/sub-2" && e.Entry.Kind == agentsim.EntryUser {
+			once.Do(func() { close(started) })
+		}
+	}
+	sim := newSim(t, agentsim.WithObserver(observe))
+	ctx := ctxT(t)
+	if _, err := sim.Register(ctx, "a1", ""); err != nil {
+		t.Fatal(err)
+	}
+	r := call(t, sim, ctx, "a1", "subagent", `{"description":"stuck","prompt":"x","model":"hang","run_in_background":true}`)
+	if r.IsError {
+		t.Fatal(r.Text)
+	}
+	fg := make(chan tools.Result, 1)
+	go func() {
+		fg <- sim.Call(ctx, "a1", "subagent", json.RawMessage(`{"description":"stuck too","prompt":"x","model":"hang"}`))
+	}()
+	<-started
+	if err := sim.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-fg; !res.IsError || !strings.Contains(res.Text, "[status: killed, aborted: runtime closed]") {
+		t.Errorf("foreground call after Close = %+v", res)
+	}
+	if st := sim.Stats(); !st.Zero() {
+		t.Errorf("Stats = %+v", st)
+	}
+	if err := sim.Close(ctx); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+}
