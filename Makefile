@@ -3,6 +3,7 @@ GO ?= go
 PKGS := ./...
 STRESS_DURATION ?= 60s
 SOAK_DURATION ?= 120s
+FUZZTIME ?= 60s
 
 .PHONY: help run test race bench stress soak lint fmt tidy-lint fuzz
 
@@ -21,8 +22,15 @@ race: ## the test suite under the race detector (same as test, without lint)
 bench: ## benchmarks against baselines, one table
 	$(GO) run ./bench/cmd/taskrt-bench
 
-stress: ## long randomized stress with invariant checks
+stress: ## randomized stress with invariant checks, and 10,000 model-based sequences
 	$(GO) run ./bench/cmd/taskrt-stress -duration $(STRESS_DURATION)
+	$(GO) test -run TestModelBased -count=1 -v ./actors -rapid.checks=10000
+
+soak: ## mixed load; fails if heap, goroutines, fds or processes grow after warm-up
+	$(GO) run ./bench/cmd/taskrt-soak -duration $(SOAK_DURATION)
+
+fuzz: ## run every fuzz target for FUZZTIME (default 60s)
+	$(GO) test -run='^$$' -fuzz=FuzzToolArgs -fuzztime=$(FUZZTIME) ./tools/
 
 lint: ## go vet and the gofmt check
 	$(GO) vet $(PKGS)
