@@ -234,6 +234,32 @@ func (t *Tasks) AttachSurface(name string) (detach func()) {
 	}
 }
 
+// Notify delivers a settled task's completion notice into its owner's session, at
+// most once per task: it claims the notice in the registry (the task is live,
+// terminal, owned, unreported and not yet notified; its owner registered and not
+// disposing) and then calls the owner's injector on the caller's goroutine. It
+// reports whether the notice was delivered; a task that needs no notice is not an
+// error. The injector is always the one of the registration that owned the task, even
+// if the owner id was disposed and registered again meanwhile. Surfaces (package tools)
+// call it from their OnDone listener.
+func (t *Tasks) Notify(ctx context.Context, id messages.TaskID, text string) (bool, error) {
+	m, err := t.rt.call(ctx, &messages.NotifyTask{ID: id})
+	if err != nil {
+		if errors.Is(err, messages.ErrClosed) {
+			return false, nil
+		}
+		return false, err
+	}
+	r := m.(*messages.AgentReply)
+	if !r.Live || r.Injector == nil {
+		return false, nil
+	}
+	if err := injectContained(ctx, r.Injector, text); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 func notFound(id messages.TaskID) error {
 	return fmt.Errorf("%w: %s", messages.ErrTaskNotFound, id)
 }

@@ -330,3 +330,50 @@ func ExampleAgents_Dispose() {
 }
 
 var _ = time.Second
+
+func TestNotifyClaimsTheNoticeOnceForTheOwningRegistration(t *testing.T) {
+	rt := newRT(t)
+	first := make(chan string, 4)
+	require.NoError(t, rt.Agents().Register(bg, "a1", actors.WithInjector(func(_ context.Context, s string) error { first <- s; return nil })))
+	rec := record(rt)
+	f := newFake()
+	id := start(t, rt, f.spec("bash", "a1", false))
+	f.finish(messages.Outcome{Status: messages.Completed})
+	rec.next(t)
+
+	t.Run("a notice is claimed at most once", func(t *testing.T) {
+		ok, err := rt.Tasks().Notify(bg, id, "done")
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Equal(t, "done", <-first)
+		ok, err = rt.Tasks().Notify(bg, id, "done again")
+		require.NoError(t, err)
+		assert.False(t, ok, "a second surface gets nothing to send")
+	})
+	t.Run("a notice never reaches a later registration of the same id", func(t *testing.T) {
+		g := newFake()
+		gid := start(t, rt, g.spec("bash", "a1", false))
+		g.finish(messages.Outcome{Status: messages.Completed})
+		rec.next(t)
+		require.NoError(t, rt.Agents().Dispose(bg, "a1"))
+		second := make(chan string, 4)
+		require.NoError(t, rt.Agents().Register(bg, "a1", actors.WithInjector(func(_ context.Context, s string) error { second <- s; return nil })))
+		ok, err := rt.Tasks().Notify(bg, gid, "stale notice")
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.Empty(t, second)
+		assert.Empty(t, first)
+	})
+	t.Run("no notice for a reported or running task", func(t *testing.T) {
+		h := newFake()
+		hid := start(t, rt, h.spec("bash", "a1", false))
+		ok, err := rt.Tasks().Notify(bg, hid, "too early")
+		require.NoError(t, err)
+		assert.False(t, ok, "running")
+		h.finish(messages.Outcome{Status: messages.Completed})
+		settleWait(t, rt, hid, "a1") // the wait reports it
+		ok, err = rt.Tasks().Notify(bg, hid, "already collected")
+		require.NoError(t, err)
+		assert.False(t, ok, "reported")
+	})
+}

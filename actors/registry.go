@@ -54,9 +54,10 @@ type bucket struct {
 }
 
 type taskEntry struct {
-	snap messages.Snapshot
-	pid  *actor.PID
-	seq  uint64
+	snap     messages.Snapshot
+	pid      *actor.PID
+	seq      uint64
+	notified bool // the completion notice was claimed (NotifyTask)
 }
 
 type agentEntry struct {
@@ -166,6 +167,8 @@ func (r *registry) Receive(ctx actor.Context) {
 			return
 		}
 		ctx.Respond(&messages.AgentReply{Live: true, Injector: a.injector})
+	case *messages.NotifyTask:
+		ctx.Respond(r.claimNotice(m.ID))
 	case *messages.DisposeAgent:
 		a, ok := r.agents[m.ID]
 		if !ok {
@@ -456,6 +459,20 @@ func (r *registry) maybeFinalize(ctx actor.Context, a *agentEntry) {
 		}
 	}
 	r.checkClose(ctx)
+}
+
+// claimNotice hands out the owner's injector for a task's one completion notice.
+func (r *registry) claimNotice(id messages.TaskID) *messages.AgentReply {
+	e, ok := r.tasks[id]
+	if !ok || e.notified || e.snap.Reported || !e.snap.Status.Terminal() || e.snap.Owner == "" {
+		return &messages.AgentReply{}
+	}
+	a, ok := r.agents[e.snap.Owner]
+	if !ok || a.disposing {
+		return &messages.AgentReply{}
+	}
+	e.notified = true
+	return &messages.AgentReply{Live: true, Injector: a.injector}
 }
 
 // ---- close ----

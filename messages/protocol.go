@@ -192,6 +192,15 @@ type AgentReply struct {
 	Injector Injector
 }
 
+// NotifyTask claims the one completion notice of a settled task: the registry answers
+// with its owner's injector only if the task's record is live, terminal, owned, not
+// reported and not yet notified, and its owner is registered and not disposing; it
+// then marks the task notified, so a notice is claimed at most once however many
+// surfaces ask. Because records are dropped when their owner is disposed, the injector
+// is always that of the registration that owned the task, never a later registration
+// of the same id. Reply: *AgentReply (Live false = no notice).
+type NotifyTask struct{ ID TaskID }
+
 // CloseRuntime cancels every task, disposes every agent, awaits settlement and stops
 // the runtime's actor tree. The reply, *ErrReply, comes from the stopped registry.
 type CloseRuntime struct{}
@@ -257,6 +266,7 @@ func (*AddCleanup) registryMessage()    {}
 func (*RemoveCleanup) registryMessage() {}
 func (*DisposeAgent) registryMessage()  {}
 func (*LookupAgent) registryMessage()   {}
+func (*NotifyTask) registryMessage()    {}
 func (*CloseRuntime) registryMessage()  {}
 func (*TaskSpawned) registryMessage()   {}
 func (*TaskChanged) registryMessage()   {}

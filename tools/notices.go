@@ -10,9 +10,7 @@ import (
 
 // NoticeStats counts what the notice injector did with the settlements it saw.
 type NoticeStats struct {
-	// Delivered counts notices handed to Agents.Inject that it accepted. Inject
-	// silently drops a notice for an agent that is being disposed, so a notice racing
-	// its owner's disposal may be counted here without reaching a session.
+	// Delivered counts notices the owner's injector accepted.
 	Delivered int64
 	// Suppressed counts settlements that produced no notice: unowned tasks, tasks
 	// the model killed or whose terminal state a read or wait returned, tasks ended
@@ -53,11 +51,13 @@ func (t *TaskTools) Notices() NoticeStats {
 //     only after it settled, returns the terminal state — that wait was pending at
 //     settlement as far as the model can tell. The calls end quickly: the task has
 //     settled, so a wait on it returns at once.
-//  4. Ask the registry again: a read or wait that returned the terminal state after
-//     settlement marked the task reported since — the model already has the news. A
-//     task that is gone (its owner disposed, the runtime closed) has no session to
-//     notify either.
-//  5. Inject. Agents.Inject is a no-op for an agent disposed meanwhile.
+//  4. Claim the notice from the registry and inject it (Tasks.Notify): a read or
+//     wait that returned the terminal state after settlement marked the task
+//     reported since — the model already has the news; a task that is gone (its
+//     owner disposed, the runtime closed), or whose owner is being disposed, has no
+//     session to notify; a notice another surface already claimed is not sent twice.
+//     The claim and the injector come from the registry in one step, so a notice
+//     can never reach a later registration of the same agent id.
 func (t *TaskTools) onDone(s messages.Snapshot) {
 	t.mu.Lock()
 	if t.closed {
@@ -72,16 +72,15 @@ func (t *TaskTools) onDone(s messages.Snapshot) {
 		return
 	}
 	t.calls.await(t.ctx, s.ID)
-	cur, err := t.rt.Tasks().Get(t.ctx, s.ID, s.Owner)
-	if err != nil || cur.Reported {
-		t.notices.suppressed.Add(1)
-		return
-	}
-	if err := t.rt.Agents().Inject(t.ctx, s.Owner, NoticeText(s)); err != nil {
+	delivered, err := t.rt.Tasks().Notify(t.ctx, s.ID, NoticeText(s))
+	switch {
+	case err != nil:
 		t.notices.failed.Add(1)
-		return
+	case delivered:
+		t.notices.delivered.Add(1)
+	default:
+		t.notices.suppressed.Add(1)
 	}
-	t.notices.delivered.Add(1)
 }
 
 // inflight tracks the task_output calls under way, per task id, so that the notice
