@@ -1,0 +1,321 @@
+// Command taskrt-soak runs a steady mixed load on one taskrt runtime for a while and
+// fails when a resource keeps growing: the leak detector of the runtime, the tools
+// and the producers.
+//
+// Several agents work through the model-facing tools, as a model would: background
+// bash commands that print a little and exit (some sleep a moment, a few run until
+// killed), background sub-agents (quick, running a command of their own, or hanging
+// until killed), foreground calls, reads, waits, kills, lists; each agent disposes
+// itself after a random number of operations and registers again under a new id. The
+// load creates at most -rate OS processes per second.
+//
+// Every -interval it samples the heap in use (after a full GC), the goroutines, the
+// open file descriptors, the child processes (zombies included) and the runtime's
+// Stats; each count is the least of ten readings over the interval (see sample.go).
+// After the warm-up it fits a least-squares line to each resource and fails when
+// one grows faster than its tolerance per minute:
+//
+//	heap in use       1 MiB/min
+//	goroutines        5/min
+//	open fds          2/min
+//	child processes   1/min
+//	runtime tasks     5/min   (task records; dropped when their owner is disposed)
+//	runtime running   2/min   (tasks not yet terminal)
+//	runtime agents    1/min
+//	runtime actors    5/min
+//
+// At the end it closes the runtime and checks that nothing is left: no task, agent,
+// actor, task process or child process, no abandoned task, and the goroutines and
+// descriptors back at their level before the runtime was built. It prints the seed
+// first, a progress line every 10 samples on stderr, then a table of start, end and
+// growth per resource, and PASS or FAIL; it exits 1 on FAIL.
+//
+// Usage:
+//
+//	taskrt-soak [-duration 2m] [-agents 6] [-seed N] [-warmup 0.2] [-rate 20] [-interval 1s] [-samples FILE.csv]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/bash"
+)
+
+func main() {
+	cfg := config{progress: os.Stderr}
+	flag.DurationVar(&cfg.duration, "duration", 2*time.Minute, "how long the load runs")
+	flag.IntVar(&cfg.agents, "agents", 6, "concurrent top-level agents")
+	flag.Uint64Var(&cfg.seed, "seed", 0, "seed of the agents' random choices (0: from the clock)")
+	flag.Float64Var(&cfg.warmup, "warmup", 0.2, "fraction of the duration left out of the fit")
+	flag.IntVar(&cfg.rate, "rate", 20, "most OS processes the load creates per second")
+	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between samples")
+	csvPath := flag.String("samples", "", "also write every sample to this CSV file")
+	flag.Parse()
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	if err := cfg.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "taskrt-soak:", err)
+		os.Exit(2)
+	}
+	fmt.Printf("taskrt-soak: seed %d (replay with -seed %d), %d agents, %s (warm-up %s), at most %d processes/s, a sample every %s\n",
+		cfg.seed, cfg.seed, cfg.agents, cfg.duration, cfg.warmupDuration(), cfg.rate, cfg.interval)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rep, err := run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "taskrt-soak:", err)
+		os.Exit(2)
+	}
+	rep.write(os.Stdout)
+	if *csvPath != "" {
+		if err := writeCSV(*csvPath, rep.samples); err != nil {
+			fmt.Fprintln(os.Stderr, "taskrt-soak:", err)
+			os.Exit(2)
+		}
+	}
+	if !rep.ok() {
+		os.Exit(1)
+	}
+}
+
+// config is one soak run.
+type config struct {
+	duration time.Duration
+	agents   int
+	seed     uint64
+	warmup   float64 // fraction of duration
+	rate     int     // processes per second
+	interval time.Duration
+	progress io.Writer // nil: no progress lines
+}
+
+func (c config) check() error {
+	switch {
+	case c.duration <= 0 || c.interval <= 0:
+		return fmt.Errorf("-duration and -interval must be positive")
+	case c.agents < 1 || c.rate < 1:
+		return fmt.Errorf("-agents and -rate must be at least 1")
+	case c.warmup < 0 || c.warmup >= 1:
+		return fmt.Errorf("-warmup must be in [0, 1)")
+	case c.interval < readingsPerSample*time.Millisecond:
+		return fmt.Errorf("-interval must be at least %dms", readingsPerSample)
+	}
+	return nil
+}
+
+func (c config) warmupDuration() time.Duration {
+	return time.Duration(float64(c.duration) * c.warmup).Round(time.Millisecond)
+}
+
+// resources are what the soak judges, with their tolerances per minute.
+var resources = []resource{
+	{"heap in use", 1 << 20, "MiB", 1, func(s sample) float64 { return float64(s.heap) }},
+	{"goroutines", 1, "", 5, func(s sample) float64 { return float64(s.goroutines) }},
+	{"open fds", 1, "", 2, func(s sample) float64 { return float64(s.fds) }},
+	{"child processes", 1, "", 1, func(s sample) float64 { return float64(s.children) }},
+	{"runtime tasks", 1, "", 5, func(s sample) float64 { return float64(s.stats.Tasks) }},
+	{"runtime running", 1, "", 2, func(s sample) float64 { return float64(s.stats.Running) }},
+	{"runtime agents", 1, "", 1, func(s sample) float64 { return float64(s.stats.Agents) }},
+	{"runtime actors", 1, "", 5, func(s sample) float64 { return float64(s.stats.Actors) }},
+}
+
+// report is the outcome of a soak run.
+type report struct {
+	cfg     config
+	samples []sample
+	fits    []fit
+	load    string // what the load did
+	final   []string
+	// problems are invariant violations of the load and leftovers after Close.
+	problems []string
+}
+
+func (r *report) ok() bool {
+	if len(r.problems) > 0 {
+		return false
+	}
+	for _, f := range r.fits {
+		if !f.ok {
+			return false
+		}
+	}
+	return true
+}
+
+// run performs a soak run. The error is for a run that could not be set up;
+// everything else is in the report.
+func run(ctx context.Context, cfg config) (*report, error) {
+	baseGoroutines, baseFDs := runtime.NumGoroutine(), openFDs()
+	h, err := newHarness(cfg.rate)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report{cfg: cfg}
+
+	// 1. The load and the sampler, until the duration ends (or ctx does).
+	began := time.Now()
+	loadCtx, stop := context.WithTimeout(ctx, cfg.duration)
+	defer stop()
+	var agents sync.WaitGroup
+	for i := range cfg.agents {
+		a := &agent{h: h, ctx: loadCtx, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i)))}
+		agents.Go(func() { a.run(i) })
+	}
+	var (
+		mu      sync.Mutex // protects samples
+		samples []sample
+		sampled sync.WaitGroup
+	)
+	sampled.Go(func() {
+		sampler(loadCtx, h.rt, began, cfg.interval, func(s sample) {
+			mu.Lock()
+			samples = append(samples, s)
+			n := len(samples)
+			mu.Unlock()
+			if cfg.progress != nil && n%10 == 0 {
+				fmt.Fprintf(cfg.progress, "  %6.0fs  ops %d  heap %.2f MiB  goroutines %d  fds %d  children %d  tasks %d  agents %d  actors %d\n",
+					s.at.Seconds(), h.ops.Load(), float64(s.heap)/(1<<20), s.goroutines, s.fds, s.children,
+					s.stats.Tasks, s.stats.Agents, s.stats.Actors)
+			}
+		})
+	})
+	agents.Wait() // each agent disposed its last agent
+	stop()
+	sampled.Wait()
+	operated := time.Since(began)
+	rep.samples = samples
+	rep.fits = judge(samples, cfg.warmupDuration(), resources)
+
+	// 2. Close the runtime, then the tools and the launcher's runs.
+	closeCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := h.rt.Close(closeCtx); err != nil {
+		rep.problems = append(rep.problems, fmt.Sprintf("close: %v", err))
+	}
+	h.tt.Close()
+	h.children.Wait()
+	h.procs.stop()
+
+	// 3. Nothing may be left.
+	st := h.rt.Stats()
+	if st != (actors.Stats{}) {
+		rep.problems = append(rep.problems, fmt.Sprintf("runtime stats after close: %+v, want zero", st))
+	}
+	procs, children := bash.LiveProcesses(), childProcesses()
+	if procs != 0 || children != 0 {
+		rep.problems = append(rep.problems, fmt.Sprintf("after close: %d task processes, %d child processes", procs, children))
+	}
+	goroutines := settleGoroutines(baseGoroutines, 5*time.Second)
+	if goroutines > baseGoroutines {
+		rep.problems = append(rep.problems, fmt.Sprintf("goroutines after close: %d, %d before the runtime", goroutines, baseGoroutines))
+	}
+	fds := openFDs()
+	if fds > baseFDs {
+		rep.problems = append(rep.problems, fmt.Sprintf("open fds after close: %d, %d before the runtime", fds, baseFDs))
+	}
+	rep.final = []string{
+		fmt.Sprintf("tasks %d, running %d, agents %d, actors %d, abandoned %d", st.Tasks, st.Running, st.Agents, st.Actors, st.Abandoned),
+		fmt.Sprintf("task processes %d, child processes %d", procs, children),
+		fmt.Sprintf("goroutines %d (%d before), open fds %d (%d before)", goroutines, baseGoroutines, fds, baseFDs),
+	}
+	h.mu.Lock()
+	rep.problems = append(rep.problems, h.violations...)
+	h.mu.Unlock()
+	rep.load = h.summary(operated)
+	return rep, nil
+}
+
+// writeCSV writes the samples, one line each, under a header line.
+func writeCSV(path string, samples []sample) error {
+	var b strings.Builder
+	b.WriteString("seconds")
+	for _, r := range resources {
+		b.WriteString("," + strings.ReplaceAll(r.name, " ", "_"))
+	}
+	b.WriteString("\n")
+	for _, s := range samples {
+		fmt.Fprintf(&b, "%.3f", s.at.Seconds())
+		for _, r := range resources {
+			fmt.Fprintf(&b, ",%g", r.value(s))
+		}
+		b.WriteString("\n")
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// settleGoroutines waits up to limit for the goroutine count to fall to want (the
+// runtime's last goroutines may still be returning) and returns the last count.
+func settleGoroutines(want int, limit time.Duration) int {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want || time.Now().After(deadline) {
+			return n
+		}
+		<-tick.C
+	}
+}
+
+func (h *harness) summary(operated time.Duration) string {
+	ops := h.ops.Load()
+	return fmt.Sprintf("%d ops in %s (%.0f/s): %d background bash, %d background sub-agents, %d foreground calls, "+
+		"%d reads, %d waits, %d kills, %d lists, %d disposals and re-registrations, %d starts refused by the cap; "+
+		"settled %d completed, %d killed, %d failed; %d notices",
+		ops, operated.Round(time.Millisecond), float64(ops)/operated.Seconds(), h.bgBash.Load(), h.bgSub.Load(), h.fgCalls.Load(),
+		h.reads.Load(), h.waits.Load(), h.kills.Load(), h.lists.Load(), h.disposals.Load(), h.capped.Load(),
+		h.settledCount(messages.Completed), h.settledCount(messages.Killed), h.settledCount(messages.Failed), h.notices.Load())
+}
+
+// write prints the report.
+func (r *report) write(w io.Writer) {
+	fmt.Fprintf(w, "\nload         %s\n", r.load)
+	fmt.Fprintf(w, "samples      %d, fitted after the warm-up of %s\n\n", len(r.samples), r.cfg.warmupDuration())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "resource\tstart\tend\tgrowth/min\ttolerance/min\tverdict\t")
+	for _, f := range r.fits {
+		verdict := "ok"
+		if !f.ok {
+			verdict = "GROWS"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", f.name, f.format(f.start), f.format(f.end),
+			f.formatRate(f.perMinute), f.format(f.tolerance), verdict)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nafter close  %s\n", strings.Join(r.final, "\n             "))
+	if r.ok() {
+		fmt.Fprintln(w, "result       PASS")
+		return
+	}
+	var why []string
+	for _, f := range r.fits {
+		if !f.ok {
+			why = append(why, fmt.Sprintf("%s grows %s per minute (tolerance %s)", f.name, f.formatRate(f.perMinute), f.format(f.tolerance)))
+		}
+	}
+	const maxShown = 20
+	for i, p := range r.problems {
+		if i == maxShown {
+			why = append(why, fmt.Sprintf("… and %d more problems", len(r.problems)-maxShown))
+			break
+		}
+		why = append(why, p)
+	}
+	fmt.Fprintf(w, "result       FAIL\n  %s\n", strings.Join(why, "\n  "))
+}

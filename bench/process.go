@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/bash"
+)
+
+// The process figures run real commands: through a registry with the bash producer
+// (ImplActors, and ImplMutex to separate the registry's cost from the producer's),
+// and with plain os/exec (ImplExec) running the same `/bin/bash -c COMMAND`.
+
+// TrueConfig sizes the /bin/true figure.
+type TrueConfig struct {
+	Runs    int   // commands run in total
+	Workers int   // commands in flight at once, the same for every impl
+	Timer   Timer // optional
+}
+
+// TrueRuns measures the wall time of Runs runs of `/bin/true`, Workers at a time:
+// through a registry, each worker starts a bash task and waits for it to settle;
+// with ImplExec, each worker runs `/bin/bash -c /bin/true` with os/exec and collects
+// its combined output, which is what the bash producer does minus the runtime.
+func TrueRuns(ctx context.Context, impl Impl, cfg TrueConfig) (_ time.Duration, err error) {
+	const command = "/bin/true"
+	cfg.Workers = max(cfg.Workers, 1)
+	timer := timerOr(cfg.Timer)
+	var one func() error
+	switch impl {
+	case ImplExec:
+		one = func() error {
+			out, err := exec.CommandContext(ctx, "/bin/bash", "-c", command).CombinedOutput()
+			if err == nil && len(out) > 0 {
+				err = fmt.Errorf("unexpected output %q", out)
+			}
+			return err
+		}
+	default:
+		reg, rerr := NewRegistry(impl)
+		if rerr != nil {
+			return 0, rerr
+		}
+		defer closeWithin(reg, &err)
+		dir, rerr := os.MkdirTemp("", "taskrt-bench-")
+		if rerr != nil {
+			return 0, rerr
+		}
+		defer os.RemoveAll(dir)
+		p := bash.New(bash.WithSpillDir(dir))
+		one = func() error {
+			_, err := runBash(ctx, reg, p, command)
+			return err
+		}
+	}
+
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Workers)
+	timer.ResetTimer()
+	t0 := time.Now()
+	for range cfg.Workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(cfg.Runs) && ctx.Err() == nil {
+				if err := one(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	timer.StopTimer()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return elapsed, ctx.Err()
+}
+
+// runBash starts command as an unowned bash task and reads it until it is terminal;
+// it returns how many output bytes the reads returned, and an error unless the
+// command completed with exit code 0.
+func runBash(ctx context.Context, reg Registry, p *bash.Producer, command string) (int64, error) {
+	id, err := reg.Start(ctx, p.Spec("", bash.Command{Command: command}))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for {
+		r, err := reg.Read(ctx, id, "")
+		if err != nil {
+			return n, err
+		}
+		n += int64(len(r.Output))
+		if s := r.Snapshot; s.Status.Terminal() {
+			if s.Status != messages.Completed || !strings.Contains(s.Detail, "exit code: 0") {
+				return n, fmt.Errorf("%s %q ended %s (%s)", id, command, s.Status, s.Detail)
+			}
+			return n, nil
+		}
+		if r.Output == "" {
+			// Nothing new: block until the task settles or 1 ms passes, rather than
+			// spin on Read.
+			if _, err := reg.Wait(ctx, id, "", time.Millisecond); err != nil {
+				return n, err
+			}
+		}
+	}
+}
+
+// FloodConfig sizes the flood figure.
+type FloodConfig struct {
+	Bytes int64 // what the command writes
+	Timer Timer // optional
+}
+
+// FloodResult is what one flood run measured.
+type FloodResult struct {
+	Throughput float64 // command output bytes per second, start to terminal
+	ReadBytes  int64   // bytes the reads returned (the runtime's reads return a bounded window)
+	PeakHeap   uint64  // growth of the in-use heap at its peak, sampled every millisecond
+	PeakRSS    uint64  // growth of the resident set at its peak (VmHWM after a reset); 0 if unknown
+}
+
+// Flood measures the output throughput of `head -c Bytes /dev/zero`: through a
+// registry (a bash task, read with repeated Read calls until terminal) or, with
+// ImplExec, by reading the same command's pipe directly with a 32 KiB buffer. It also
+// reports how much the heap and the resident set grew at their peak meanwhile.
+func Flood(ctx context.Context, impl Impl, cfg FloodConfig) (res FloodResult, err error) {
+	command := fmt.Sprintf("head -c %d /dev/zero", cfg.Bytes)
+	timer := timerOr(cfg.Timer)
+	var run func() (int64, error)
+	switch impl {
+	case ImplExec:
+		run = func() (int64, error) {
+			cmd := exec.CommandContext(ctx, "/bin/bash", "-c", command)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				return 0, err
+			}
+			if err := cmd.Start(); err != nil {
+				return 0, err
+			}
+			n, cerr := io.CopyBuffer(io.Discard, out, make([]byte, 32<<10))
+			return n, errors.Join(cerr, cmd.Wait())
+		}
+	default:
+		reg, rerr := NewRegistry(impl)
+		if rerr != nil {
+			return res, rerr
+		}
+		defer closeWithin(reg, &err)
+		dir, rerr := os.MkdirTemp("", "taskrt-bench-")
+		if rerr != nil {
+			return res, rerr
+		}
+		defer os.RemoveAll(dir)
+		p := bash.New(bash.WithSpillDir(dir))
+		run = func() (int64, error) { return runBash(ctx, reg, p, command) }
+	}
+
+	resetOK := resetPeakRSS()
+	rss0 := procStatus("VmRSS")
+	liveMemory()
+	sampler := startHeapSampler(time.Millisecond)
+	heap0 := sampler.base()
+	timer.ResetTimer()
+	t0 := time.Now()
+	n, err := run()
+	elapsed := time.Since(t0)
+	timer.StopTimer()
+	peak := sampler.Stop()
+	if err != nil {
+		return res, err
+	}
+	if impl == ImplExec && n != cfg.Bytes {
+		return res, fmt.Errorf("read %d bytes of %d", n, cfg.Bytes)
+	}
+	res = FloodResult{Throughput: float64(cfg.Bytes) / elapsed.Seconds(), ReadBytes: n}
+	if peak > heap0 {
+		res.PeakHeap = peak - heap0
+	}
+	if hwm := procStatus("VmHWM"); resetOK && hwm > rss0 {
+		res.PeakRSS = hwm - rss0
+	}
+	return res, nil
+}

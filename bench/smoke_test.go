@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// tinyConfig runs every figure at a size that finishes in a second or two under the
+// race detector: it checks that each measurement runs and cleans up, not how fast.
+func tinyConfig() Config {
+	return Config{
+		Lifecycle:    LifecycleConfig{Tasks: 40, Owners: 4, Workers: 4},
+		Routed:       RoutedConfig{Tasks: 20, Owners: 5, Samples: 20},
+		Wait:         WaitConfig{Samples: 10},
+		Memory:       MemoryConfig{Tasks: 20, Owners: 2},
+		DisposeSizes: []int{5, 10},
+		Dispose:      DisposeConfig{Repeat: 1, Depth: 3},
+		True:         TrueConfig{Runs: 4, Workers: 2},
+		Flood:        FloodConfig{Bytes: 256 << 10},
+		Rounds:       2,
+	}
+}
+
+func TestRunMeasuresEveryFigure(t *testing.T) {
+	var steps int
+	figs, err := Run(bg, tinyConfig(), func(p Progress) {
+		if p.Done {
+			steps++
+		}
+	})
+	require.NoError(t, err)
+	require.Equal(t, 42, steps) // five figures in two rounds of three impls, four once
+
+	var names []string
+	for _, f := range figs {
+		names = append(names, f.Name)
+		require.NotEmpty(t, f.Unit, f.Name)
+		require.Contains(t, []string{"higher", "lower"}, f.Better, f.Name)
+		require.Contains(t, f.Baselines, f.RatioTo, f.Name)
+	}
+	require.Equal(t, []string{
+		"lifecycle throughput",
+		"routed read p50", "routed read p99", "routed get p50", "routed get p99",
+		"wait wake-up p50", "wait wake-up p99",
+		"bytes per live task", "  of which heap", "  of which stacks",
+		"dispose 5 tasks", "dispose 10 tasks", "dispose scaling 10/5",
+		"dispose 3-deep chain",
+		"/bin/true ×4 wall",
+		"flood 256 KiB throughput", "flood 256 KiB peak heap growth", "flood 256 KiB peak RSS growth",
+	}, names)
+	for _, f := range figs[:7] { // the timed figures are always positive
+		require.Positive(t, f.Value, f.Name)
+		require.NotNil(t, f.Ratio, f.Name)
+	}
+
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, ThisMachine(), figs))
+	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
+	require.True(t, strings.HasPrefix(lines[0], "# nproc "), lines[0])
+	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+ratio\s+unit$`, lines[1])
+	require.Contains(t, table.String(), "lifecycle throughput")
+
+	var doc bytes.Buffer
+	require.NoError(t, WriteJSON(&doc, ThisMachine(), figs))
+	var back Report
+	require.NoError(t, json.Unmarshal(doc.Bytes(), &back))
+	require.Len(t, back.Figures, len(figs))
+	require.Equal(t, figs[0].Baselines, back.Figures[0].Baselines)
+}
+
+func TestSummarize(t *testing.T) {
+	samples := make([]time.Duration, 100)
+	for i := range samples {
+		samples[i] = time.Duration(100-i) * time.Microsecond
+	}
+	require.Equal(t, Latency{P50: 50 * time.Microsecond, P99: 99 * time.Microsecond, N: 100}, summarize(samples))
+	require.Equal(t, Latency{}, summarize(nil))
+}
+
+func TestFormatValue(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 0.1234: "0.123", 5.678: "5.68", 56.78: "56.8", 5678.9: "5679"} {
+		require.Equal(t, want, formatValue(v))
+	}
+}
