@@ -61,7 +61,7 @@ type cleanupsDrained struct{}
 
 func newAgentProps(rt *Runtime, id messages.AgentID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &agent{rt: rt, id: id} },
-		actor.WithSupervisor(neverRestart))
+		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool))
 }
 
 func (a *agent) Receive(ctx actor.Context) {

@@ -26,6 +26,7 @@ type Runtime struct {
 	tasks  Tasks
 	agents Agents
 	hub    *hub
+	pool   *pool // the dispatcher of every actor of this runtime
 
 	// stopped is closed by the registry's Stopped handler: the tree is gone, and
 	// every call still waiting for a reply returns ErrClosed.
@@ -89,11 +90,15 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
 		rt.ownSystem = true
 	}
+	rt.pool = newPool(poolWorkers, 300)
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistry(rt) },
-		actor.WithSupervisor(neverRestart))
+		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool))
 	rt.registry = rt.system.Root.SpawnPrefix(props, "taskrt-registry")
 	return rt, nil
 }
+
+// poolWorkers is the number of long-lived dispatcher goroutines per runtime.
+const poolWorkers = 8
 
 // neverRestart stops a child that escaped the runtime's own panic containment: a
 // restarted task actor would re-run nothing but would lose its state, and a restart
@@ -165,6 +170,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		return ctx.Err()
 	}
 	rt.abortCancel()
+	rt.pool.close()
 	if rt.ownSystem {
 		rt.system.Shutdown()
 	}

@@ -62,7 +62,7 @@ type (
 func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, starter *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter, abandon: make(chan struct{})}
-	})
+	}, actor.WithDispatcher(rt.pool))
 }
 
 func (t *task) Receive(ctx actor.Context) {
