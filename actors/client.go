@@ -165,15 +165,16 @@ func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.Ag
 		return messages.Snapshot{}, err
 	}
 	r := newReply(rt)
-	defer r.release()
 	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTask{ID: id, Caller: caller}, r.pid)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var cause error
 	select {
 	case m := <-r.ch:
+		r.recycle()
 		return waitResult(id, m)
 	case <-rt.stopped:
+		r.release()
 		return messages.Snapshot{}, messages.ErrClosed
 	case <-timer.C:
 	case <-ctx.Done():
@@ -184,12 +185,14 @@ func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.Ag
 	rt.send(rt.registry, &messages.AbandonWait{ID: id, Caller: caller, Waiter: r.pid})
 	select {
 	case m := <-r.ch:
+		r.recycle()
 		s, err := waitResult(id, m)
 		if err != nil || s.Status.Terminal() {
 			return s, err
 		}
 		return s, cause
 	case <-rt.stopped:
+		r.release()
 		return messages.Snapshot{}, messages.ErrClosed
 	}
 }

@@ -72,7 +72,7 @@ func TestCloseSettlesEverythingThenRefusesEverything(t *testing.T) {
 }
 
 func TestCloseWithStartInFlightTearsItDown(t *testing.T) {
-	rt, err := actors.NewRuntime()
+	rt, err := actors.NewRuntime(actors.WithOwnerLimit(0))
 	require.NoError(t, err)
 	rt.Tasks().AttachSurface("test")
 	inRun, release := make(chan struct{}), make(chan struct{})

@@ -265,7 +265,7 @@ func TestInjectReachesOnlyLiveAgents(t *testing.T) {
 // A start whose Run is in flight when the owner's disposal begins is committed and
 // then torn down: the disposal waits for it instead of missing it.
 func TestDisposeWaitsForStartInFlight(t *testing.T) {
-	rt := newRT(t)
+	rt := newRT(t, actors.WithOwnerLimit(0))
 	register(t, rt, "a1")
 	inRun, release := make(chan struct{}), make(chan struct{})
 	f := newFake()

@@ -49,6 +49,9 @@ type Runtime struct {
 	nRunning   atomic.Int64 // tasks not yet terminal
 	nAbandoned atomic.Int64 // tasks failed by the settle timeout
 	nextToken  atomic.Uint64
+
+	// replies is a free list of reply processes whose answer was received.
+	replies chan *reply
 }
 
 // Stats is a point-in-time count of the runtime's live state. After Close (or after
@@ -74,7 +77,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
-	rt := &Runtime{cfg: cfg, log: cfg.logger, stopped: make(chan struct{})}
+	rt := &Runtime{cfg: cfg, log: cfg.logger, stopped: make(chan struct{}), replies: make(chan *reply, 256)}
 	rt.abort, rt.abortCancel = context.WithCancel(context.Background())
 	rt.tasks.rt = rt
 	rt.agents.rt = rt
@@ -171,6 +174,15 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.abortCancel()
 	rt.pool.close()
+	for {
+		select {
+		case r := <-rt.replies:
+			r.release()
+			continue
+		default:
+		}
+		break
+	}
 	if rt.ownSystem {
 		rt.system.Shutdown()
 	}
@@ -206,10 +218,32 @@ type reply struct {
 	ch  chan any
 }
 
+// newReply takes a reply process from the runtime's free list, or registers a new
+// one. Every request gets exactly one answer, so a reply whose answer was received is
+// clean and can be reused (recycle); one whose caller gave up may still receive a late
+// answer and is removed instead (release).
 func newReply(rt *Runtime) *reply {
+	select {
+	case r := <-rt.replies:
+		select { // defensive: a reply in the free list never has a pending answer
+		case <-r.ch:
+		default:
+		}
+		return r
+	default:
+	}
 	r := &reply{rt: rt, ch: make(chan any, 1)}
 	r.pid, _ = rt.system.ProcessRegistry.Add(r, "taskrt-reply"+rt.system.ProcessRegistry.NextId())
 	return r
+}
+
+// recycle returns a reply whose one answer was received to the free list.
+func (r *reply) recycle() {
+	select {
+	case r.rt.replies <- r:
+	default:
+		r.release()
+	}
 }
 
 func (r *reply) SendUserMessage(_ *actor.PID, msg any) {
@@ -233,14 +267,16 @@ func (rt *Runtime) call(ctx context.Context, msg messages.RegistryMessage) (any,
 		return nil, err
 	}
 	r := newReply(rt)
-	defer r.release()
 	rt.system.Root.RequestWithCustomSender(rt.registry, msg, r.pid)
 	select {
 	case m := <-r.ch:
+		r.recycle()
 		return rt.checkReply(m)
 	case <-ctx.Done():
+		r.release()
 		return nil, ctx.Err()
 	case <-rt.stopped:
+		r.release()
 		select {
 		case m := <-r.ch:
 			return rt.checkReply(m)
