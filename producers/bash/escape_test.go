@@ -1,0 +1,253 @@
+//go:build linux
+
+package bash
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+)
+
+// Escape tests: commands that work hard at leaving processes behind. Whatever the
+// command does and however its task ends, once the task settles no process of it
+// may be alive and no zombie child may be left in this process (requireQuiet: the
+// marker scan plus the zombie scan).
+
+const (
+	// bombDepth bounds the fork bomb: every process forks two children until depth
+	// bombDepth, so the tree holds 2^(bombDepth+1)-1 = 127 processes, bombLeaves of
+	// them leaves.
+	bombDepth  = 6
+	bombLeaves = 1 << bombDepth
+	bombSize   = 2*bombLeaves - 1
+	// bombSlack is how many processes over this user's current count `ulimit -u`
+	// allows the bomb.
+	bombSlack = 300
+)
+
+// bombScript is a fork bomb that cannot exhaust the machine. It is bounded twice:
+//
+//   - `ulimit -Su` caps the processes of this user at the current count plus
+//     bombSlack. That is the classic defence, but the kernel does not enforce
+//     RLIMIT_NPROC for a process with CAP_SYS_RESOURCE or CAP_SYS_ADMIN, so it does
+//     nothing when the tests run as root (as they do in CI containers);
+//   - hence the explicit depth counter, which holds for root too: each process forks
+//     two children until depth bombDepth, bombSize (127) processes in all.
+//
+// The leaves report up (see upFunc) and then sleep; the inner nodes wait for their
+// children. With escape set, every process ignores SIGTERM and the second child of
+// each depth-2 node leaves the session with setsid (a new bash that re-declares the
+// functions), so only the SIGKILL after the grace period, the environment marker and
+// the parent links catch them.
+func bombScript(escape bool) string {
+	trap, second := "", `bomb $(($1+1)) &`
+	if escape {
+		trap = "trap '' TERM"
+		second = `if [ "$1" -eq 2 ]; then setsid bash -c "$(declare -f bomb up); bomb $(($1+1))" & else bomb $(($1+1)) & fi`
+	}
+	return fmt.Sprintf(`ulimit -Su %d 2>/dev/null
+bomb() {
+  %s
+  if [ "$1" -lt %d ]; then
+    bomb $(($1+1)) &
+    %s
+    wait
+  else
+    up; exec sleep 1000
+  fi
+}
+bomb 0 &`, userProcesses()+bombSlack, trap, bombDepth, second)
+}
+
+// userProcesses counts the processes of this user, for the bomb's ulimit.
+func userProcesses() int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	uid := uint32(os.Getuid())
+	n := 0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == uid {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// upFunc declares `up`, which an escaped process runs once it is in place: it
+// appends a line to the file $UP. A file rather than the output, so that a process
+// whose output is closed can report too, and so that the command itself can wait
+// for its escape to be complete.
+const upFunc = `up() { echo >> "$UP"; }` + "\n"
+
+// escapee is a command that leaves processes behind.
+type escapee struct {
+	name    string
+	spawn   string // starts the escape in the background
+	ups     int    // lines in $UP once the escape is complete
+	minLive int    // processes of the task, at least, once the escape is complete
+}
+
+var escapees = []escapee{
+	{"a bounded fork bomb", bombScript(false), bombLeaves, bombSize},
+	{"a bounded fork bomb that ignores SIGTERM and escapes with setsid", bombScript(true), bombLeaves, bombSize},
+	{"a child that closes its output and keeps running",
+		`(exec >&- 2>&- </dev/null; up; exec sleep 1000) &`, 1, 1},
+	{"a setsid child that closes its output and keeps running",
+		`setsid bash -c 'exec >&- 2>&- </dev/null; echo >> "$UP"; exec sleep 1000' &`, 1, 1},
+}
+
+// upFile is the $UP file of one run of an escapee.
+type upFile string
+
+// command is e followed by suffix, reporting to f.
+func (f upFile) command(e escapee, suffix string) Command {
+	return Command{Command: upFunc + e.spawn + "\n" + suffix, Env: []string{"UP=" + string(f)}}
+}
+
+func newUpFile(t *testing.T) upFile {
+	f := filepath.Join(t.TempDir(), "up")
+	require.NoError(t, os.WriteFile(f, nil, 0o600))
+	return upFile(f)
+}
+
+// await waits until n processes reported up.
+func (f upFile) await(t *testing.T, n int) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(settleLimit)
+	for {
+		b, err := os.ReadFile(string(f))
+		require.NoError(t, err)
+		if bytes.Count(b, []byte("\n")) >= n {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d of %d processes reported up within %s", bytes.Count(b, []byte("\n")), n, settleLimit)
+		}
+	}
+}
+
+var leftoverRE = regexp.MustCompile(`killed (\d+) leftover process`)
+
+// TestEscapesLeaveNothing runs each escapee and ends it five ways: it exits once its
+// escape is complete, it exits while the escape is still under way, it is killed
+// once the escape is complete, it is killed while the escape is still under way, and
+// its owner is disposed through the runtime. Every time, nothing survives and no
+// zombie is left.
+func TestEscapesLeaveNothing(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	endings := []struct {
+		name   string
+		suffix func(e escapee) string
+		end    func(t *testing.T, p *Producer, h *testTask, up upFile, e escapee)
+		check  func(t *testing.T, o messages.Outcome, e escapee)
+	}{
+		{
+			name: "after it exits once the escape is complete",
+			suffix: func(e escapee) string {
+				return fmt.Sprintf(`until [ "$(wc -l < "$UP")" -ge %d ]; do sleep 0.01; done; exit 0`, e.ups)
+			},
+			end: func(*testing.T, *Producer, *testTask, upFile, escapee) {},
+			check: func(t *testing.T, o messages.Outcome, e escapee) {
+				assert.Equal(t, messages.Completed, o.Status)
+				m := leftoverRE.FindStringSubmatch(o.Detail)
+				require.NotNil(t, m, "the detail counts the leftovers: %q", o.Detail)
+				n, err := strconv.Atoi(m[1])
+				require.NoError(t, err)
+				assert.GreaterOrEqual(t, n, e.minLive, "leftovers killed")
+			},
+		},
+		{
+			name:   "after it exits mid-escape",
+			suffix: func(escapee) string { return "exit 0" },
+			end:    func(*testing.T, *Producer, *testTask, upFile, escapee) {},
+			check: func(t *testing.T, o messages.Outcome, _ escapee) {
+				assert.Equal(t, messages.Completed, o.Status)
+				assert.True(t, strings.HasPrefix(o.Detail, "exit code: 0"), o.Detail)
+			},
+		},
+		{
+			name:   "after it is killed once the escape is complete",
+			suffix: func(escapee) string { return "sleep 1000" },
+			end: func(t *testing.T, p *Producer, h *testTask, up upFile, e escapee) {
+				up.await(t, e.ups)
+				require.GreaterOrEqual(t, p.Live(), e.minLive, "the escape is complete")
+				require.NoError(t, h.Cancel("user asked"))
+			},
+			check: func(t *testing.T, o messages.Outcome, _ escapee) {
+				assert.Equal(t, messages.Killed, o.Status)
+				assert.Contains(t, []string{"signal: SIGTERM", "signal: SIGKILL"}, o.Detail)
+			},
+		},
+		{
+			name:   "after it is killed mid-escape",
+			suffix: func(escapee) string { return "sleep 1000" },
+			end: func(t *testing.T, _ *Producer, h *testTask, up upFile, _ escapee) {
+				up.await(t, 1)
+				require.NoError(t, h.Cancel("user asked"))
+			},
+			check: func(t *testing.T, o messages.Outcome, _ escapee) {
+				assert.Equal(t, messages.Killed, o.Status)
+			},
+		},
+	}
+	for _, e := range escapees {
+		for _, end := range endings {
+			t.Run(e.name+" leaves nothing "+end.name, func(t *testing.T) {
+				p := newTestProducer(t, WithGrace(grace))
+				up := newUpFile(t)
+				h := startTask(t, p, up.command(e, end.suffix(e)))
+				end.end(t, p, h, up, e)
+				o := h.awaitDone(t, settleLimit)
+				t.Logf("outcome: %s, %s", o.Status, o.Detail)
+				end.check(t, o, e)
+				h.Release()
+				requireQuiet(t, p)
+			})
+		}
+		t.Run(e.name+" leaves nothing after its owner is disposed", func(t *testing.T) {
+			p := newTestProducer(t, WithGrace(grace))
+			up := newUpFile(t)
+			ctx := context.Background()
+			rt, err := actors.NewRuntime()
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, rt.Close(ctx)) })
+			t.Cleanup(rt.Tasks().AttachSurface("escape test"))
+			require.NoError(t, rt.Agents().Register(ctx, "a1"))
+			_, err = rt.Tasks().Start(ctx, p.Spec("a1", up.command(e, "sleep 1000")))
+			require.NoError(t, err)
+			up.await(t, e.ups)
+			require.GreaterOrEqual(t, p.Live(), e.minLive, "the escape is complete")
+
+			require.NoError(t, rt.Agents().Dispose(ctx, "a1"), "dispose returns once the task is quiescent")
+			requireQuiet(t, p)
+			st := rt.Stats()
+			assert.Zero(t, st.Running, "running tasks")
+			assert.Zero(t, st.Abandoned, "abandoned tasks")
+		})
+	}
+}
