@@ -88,7 +88,15 @@ func RunScript(ctx context.Context, r io.Reader, w io.Writer, opts ...Option) er
 	if err != nil {
 		return err
 	}
-	x := &scriptRun{sim: sim, ctx: ctx, seen: map[messages.AgentID]int{}}
+	runErr := sim.runScript(ctx, r, w)
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	return errors.Join(runErr, sim.Close(closeCtx))
+}
+
+// runScript executes the script's lines on s (see RunScript) and leaves s open.
+func (s *Sim) runScript(ctx context.Context, r io.Reader, w io.Writer) error {
+	x := &scriptRun{sim: s, ctx: ctx, seen: map[messages.AgentID]int{}}
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
@@ -113,9 +121,7 @@ func RunScript(ctx context.Context, r io.Reader, w io.Writer, opts ...Option) er
 	if runErr == nil {
 		runErr = sc.Err()
 	}
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	return errors.Join(runErr, sim.Close(closeCtx))
+	return runErr
 }
 
 type scriptRun struct {
