@@ -31,6 +31,8 @@ soak: ## mixed load; fails if heap, goroutines, fds or processes grow after warm
 
 fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	$(GO) test -run='^$$' -fuzz=FuzzToolArgs -fuzztime=$(FUZZTIME) ./tools/
+	$(GO) test -run='^$$' -fuzz=FuzzParseScenario -fuzztime=$(FUZZTIME) ./agentsim/
+	$(GO) test -run='^$$' -fuzz=FuzzRunScript -fuzztime=$(FUZZTIME) -fuzzminimizetime=50x ./agentsim/
 
 lint: ## go vet and the gofmt check
 	$(GO) vet $(PKGS)

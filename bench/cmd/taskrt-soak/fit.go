@@ -20,6 +20,7 @@ type fit struct {
 	resource
 	start, end float64 // first and last sample after the warm-up, in units
 	perMinute  float64 // least-squares growth per minute, in units
+	samples    int     // how many samples were fitted
 	ok         bool
 }
 
@@ -67,7 +68,7 @@ func judge(samples []sample, warmup time.Duration, resources []resource) []fit {
 		for j, s := range kept {
 			ys[j] = r.value(s) / r.unit
 		}
-		f := fit{resource: r}
+		f := fit{resource: r, samples: len(kept)}
 		if len(kept) >= 2 {
 			f.start, f.end = ys[0], ys[len(ys)-1]
 			f.perMinute = slope(xs, ys)

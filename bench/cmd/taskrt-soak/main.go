@@ -3,11 +3,13 @@
 // and the producers.
 //
 // Several agents work through the model-facing tools, as a model would: background
-// bash commands that print a little and exit (some sleep a moment, a few run until
-// killed), background sub-agents (quick, running a command of their own, or hanging
-// until killed), foreground calls, reads, waits, kills, lists; each agent disposes
-// itself after a random number of operations and registers again under a new id. The
-// load creates at most -rate OS processes per second.
+// bash commands that print a little and exit (some sleep a moment), background
+// sub-agents (quick, or running a command of their own), foreground calls, reads,
+// waits, kills, lists; each agent also keeps one long-running command and one
+// sub-agent that hangs, which it now and then kills and replaces. Each agent is
+// disposed after -lifetime (ending its long-running tasks) and registered again
+// under a new id. The load creates at most -rate OS processes per second, and is
+// shaped to be steady (see agent).
 //
 // Every -interval it samples the heap in use (after a full GC), the goroutines, the
 // open file descriptors, the child processes (zombies included) and the runtime's
@@ -19,20 +21,37 @@
 //	goroutines        5/min
 //	open fds          2/min
 //	child processes   1/min
-//	runtime tasks     5/min   (task records; dropped when their owner is disposed)
+//	runtime tasks    10/min   (task records; dropped when their owner is disposed)
 //	runtime running   2/min   (tasks not yet terminal)
 //	runtime agents    1/min
-//	runtime actors    5/min
+//	runtime actors   10/min
+//
+// The tolerances follow from the noise of the fit. Over the 96 s fitted in a default
+// run, the slope of a healthy run scatters with a standard error (corrected for the
+// samples' autocorrelation, measured over several runs) of at most about 0.04
+// MiB/min for the heap, 1.1/min for goroutines, 0.4 for descriptors, 0.2 for child
+// processes, 2.9 for task records, 0.3 for running tasks, 0.15 for agents and 2.9
+// for actors; each tolerance is at least 3.4 of them, so a healthy run fails by
+// chance rarely. A leak is far beyond them: the default load disposes about 65
+// agents and starts about 1200 tasks a minute, so one goroutine, descriptor, process
+// or record lost per disposal, or per 100 tasks, grows by 12 or more a minute.
+// Longer runs (-duration) shrink the noise, and the same tolerances then catch
+// slower leaks.
+//
+// The actor system's process registry is warmed up before the load (see
+// prewarmRegistry): it grows by about 8 MiB over the first minutes of any load and
+// then stops, which a short soak would read as a leak.
 //
 // At the end it closes the runtime and checks that nothing is left: no task, agent,
 // actor, task process or child process, no abandoned task, and the goroutines and
 // descriptors back at their level before the runtime was built. It prints the seed
 // first, a progress line every 10 samples on stderr, then a table of start, end and
-// growth per resource, and PASS or FAIL; it exits 1 on FAIL.
+// growth per resource, and PASS or FAIL; it exits 1 on FAIL, 2 on bad flags.
 //
 // Usage:
 //
-//	taskrt-soak [-duration 2m] [-agents 6] [-seed N] [-warmup 0.2] [-rate 20] [-interval 1s] [-samples FILE.csv]
+//	taskrt-soak [-duration 2m] [-agents 6] [-seed N] [-warmup 0.2] [-rate 20] [-interval 1s]
+//	            [-lifetime 5s] [-samples FILE.csv] [-memprofile FILE]
 package main
 
 import (
@@ -44,25 +63,26 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/taskrt/taskrt/actors"
-	"github.com/taskrt/taskrt/messages"
-	"github.com/taskrt/taskrt/producers/bash"
 )
 
 func main() {
-	cfg := config{progress: os.Stderr}
+	cfg := config{progress: os.Stderr, prewarm: prewarmRegistryIDs}
 	flag.DurationVar(&cfg.duration, "duration", 2*time.Minute, "how long the load runs")
 	flag.IntVar(&cfg.agents, "agents", 6, "concurrent top-level agents")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "seed of the agents' random choices (0: from the clock)")
 	flag.Float64Var(&cfg.warmup, "warmup", 0.2, "fraction of the duration left out of the fit")
 	flag.IntVar(&cfg.rate, "rate", 20, "most OS processes the load creates per second")
 	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between samples")
+	flag.DurationVar(&cfg.lifetime, "lifetime", 5*time.Second, "how long each agent operates before it is disposed and registered again")
 	csvPath := flag.String("samples", "", "also write every sample to this CSV file")
+	flag.StringVar(&cfg.memProfile, "memprofile", "", "write a heap profile to this file when the load ends, before the runtime is closed")
 	flag.Parse()
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
@@ -101,13 +121,19 @@ type config struct {
 	warmup   float64 // fraction of duration
 	rate     int     // processes per second
 	interval time.Duration
-	progress io.Writer // nil: no progress lines
+	lifetime time.Duration // of each agent between registration and disposal
+	prewarm  int           // throwaway PIDs that warm up the process registry
+	progress io.Writer     // nil: no progress lines
+	// memProfile, when set, is where a heap profile is written once the load ended
+	// and every agent disposed itself, before Close: what it holds then is retained
+	// by the runtime across disposals.
+	memProfile string
 }
 
 func (c config) check() error {
 	switch {
-	case c.duration <= 0 || c.interval <= 0:
-		return fmt.Errorf("-duration and -interval must be positive")
+	case c.duration <= 0 || c.interval <= 0 || c.lifetime <= 0:
+		return fmt.Errorf("-duration, -interval and -lifetime must be positive")
 	case c.agents < 1 || c.rate < 1:
 		return fmt.Errorf("-agents and -rate must be at least 1")
 	case c.warmup < 0 || c.warmup >= 1:
@@ -128,10 +154,10 @@ var resources = []resource{
 	{"goroutines", 1, "", 5, func(s sample) float64 { return float64(s.goroutines) }},
 	{"open fds", 1, "", 2, func(s sample) float64 { return float64(s.fds) }},
 	{"child processes", 1, "", 1, func(s sample) float64 { return float64(s.children) }},
-	{"runtime tasks", 1, "", 5, func(s sample) float64 { return float64(s.stats.Tasks) }},
+	{"runtime tasks", 1, "", 10, func(s sample) float64 { return float64(s.stats.Tasks) }},
 	{"runtime running", 1, "", 2, func(s sample) float64 { return float64(s.stats.Running) }},
 	{"runtime agents", 1, "", 1, func(s sample) float64 { return float64(s.stats.Agents) }},
-	{"runtime actors", 1, "", 5, func(s sample) float64 { return float64(s.stats.Actors) }},
+	{"runtime actors", 1, "", 10, func(s sample) float64 { return float64(s.stats.Actors) }},
 }
 
 // report is the outcome of a soak run.
@@ -161,7 +187,7 @@ func (r *report) ok() bool {
 // everything else is in the report.
 func run(ctx context.Context, cfg config) (*report, error) {
 	baseGoroutines, baseFDs := runtime.NumGoroutine(), openFDs()
-	h, err := newHarness(cfg.rate)
+	h, err := newHarness(cfg.rate, cfg.prewarm)
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +199,8 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	defer stop()
 	var agents sync.WaitGroup
 	for i := range cfg.agents {
-		a := &agent{h: h, ctx: loadCtx, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i)))}
-		agents.Go(func() { a.run(i) })
+		a := &agent{h: h, ctx: loadCtx, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), lifetime: cfg.lifetime}
+		agents.Go(func() { a.run(i, cfg.agents) })
 	}
 	var (
 		mu      sync.Mutex // protects samples
@@ -198,6 +224,11 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	stop()
 	sampled.Wait()
 	operated := time.Since(began)
+	if cfg.memProfile != "" {
+		if err := writeHeapProfile(cfg.memProfile); err != nil {
+			rep.problems = append(rep.problems, fmt.Sprintf("heap profile: %v", err))
+		}
+	}
 	rep.samples = samples
 	rep.fits = judge(samples, cfg.warmupDuration(), resources)
 
@@ -216,7 +247,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	if st != (actors.Stats{}) {
 		rep.problems = append(rep.problems, fmt.Sprintf("runtime stats after close: %+v, want zero", st))
 	}
-	procs, children := bash.LiveProcesses(), childProcesses()
+	procs, children := h.bash.Live(), childProcesses()
 	if procs != 0 || children != 0 {
 		rep.problems = append(rep.problems, fmt.Sprintf("after close: %d task processes, %d child processes", procs, children))
 	}
@@ -238,6 +269,19 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	h.mu.Unlock()
 	rep.load = h.summary(operated)
 	return rep, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // writeCSV writes the samples, one line each, under a header line.
@@ -280,7 +324,7 @@ func (h *harness) summary(operated time.Duration) string {
 		"settled %d completed, %d killed, %d failed; %d notices",
 		ops, operated.Round(time.Millisecond), float64(ops)/operated.Seconds(), h.bgBash.Load(), h.bgSub.Load(), h.fgCalls.Load(),
 		h.reads.Load(), h.waits.Load(), h.kills.Load(), h.lists.Load(), h.disposals.Load(), h.capped.Load(),
-		h.settledCount(messages.Completed), h.settledCount(messages.Killed), h.settledCount(messages.Failed), h.notices.Load())
+		h.completed.Load(), h.killed.Load(), h.failed.Load(), h.notices.Load())
 }
 
 // write prints the report.
@@ -291,7 +335,10 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintln(tw, "resource\tstart\tend\tgrowth/min\ttolerance/min\tverdict\t")
 	for _, f := range r.fits {
 		verdict := "ok"
-		if !f.ok {
+		switch {
+		case f.samples < 2:
+			verdict = "TOO FEW SAMPLES"
+		case !f.ok:
 			verdict = "GROWS"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", f.name, f.format(f.start), f.format(f.end),
@@ -305,7 +352,11 @@ func (r *report) write(w io.Writer) {
 	}
 	var why []string
 	for _, f := range r.fits {
-		if !f.ok {
+		switch {
+		case f.ok:
+		case f.samples < 2:
+			why = append(why, fmt.Sprintf("%s: %d samples after the warm-up, too few to fit", f.name, f.samples))
+		default:
 			why = append(why, fmt.Sprintf("%s grows %s per minute (tolerance %s)", f.name, f.formatRate(f.perMinute), f.format(f.tolerance)))
 		}
 	}

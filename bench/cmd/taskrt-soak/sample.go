@@ -43,6 +43,9 @@ func sampler(ctx context.Context, rt *actors.Runtime, began time.Time, interval 
 		case <-tick.C:
 		}
 		r := read(rt)
+		if ctx.Err() != nil {
+			return // the load is winding down: this reading shows its end, not its steady state
+		}
 		if n == 0 {
 			cur = r
 		} else {
