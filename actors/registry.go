@@ -91,8 +91,6 @@ func newRegistry(rt *Runtime) *registry {
 
 func visible(owner, caller messages.AgentID) bool { return owner == "" || owner == caller }
 
-func notFoundErr(id messages.TaskID) error { return notFound(id) }
-
 func (r *registry) Receive(ctx actor.Context) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -123,18 +121,24 @@ func (r *registry) Receive(ctx actor.Context) {
 	case *messages.GetTask:
 		e, ok := r.tasks[m.ID]
 		if !ok || !visible(e.snap.Owner, m.Caller) {
-			ctx.Respond(&messages.SnapshotReply{Err: notFoundErr(m.ID)})
+			ctx.Respond(&messages.SnapshotReply{Err: notFound(m.ID)})
 			return
 		}
 		ctx.Respond(&messages.SnapshotReply{Snapshot: e.snap})
 	case *messages.ListTasks:
 		ctx.Respond(&messages.ListReply{Snapshots: r.list(m.Caller)})
 	case *messages.ReadTask:
-		r.route(ctx, m.ID, m.Caller, func() any { return &messages.ReadReply{Err: notFoundErr(m.ID)} })
+		if !r.route(ctx, m.ID, m.Caller) {
+			ctx.Respond(&messages.ReadReply{Err: notFound(m.ID)})
+		}
 	case *messages.KillTask:
-		r.route(ctx, m.ID, m.Caller, func() any { return &messages.KillReply{Err: notFoundErr(m.ID)} })
+		if !r.route(ctx, m.ID, m.Caller) {
+			ctx.Respond(&messages.KillReply{Err: notFound(m.ID)})
+		}
 	case *messages.WaitTask:
-		r.route(ctx, m.ID, m.Caller, func() any { return &messages.WaitReply{Err: notFoundErr(m.ID)} })
+		if !r.route(ctx, m.ID, m.Caller) {
+			ctx.Respond(&messages.WaitReply{Err: notFound(m.ID)})
+		}
 	case *messages.AbandonWait:
 		// Nothing to answer when the task is gone: its actor answered every waiter
 		// when it stopped.
@@ -323,14 +327,15 @@ func (r *registry) settled(m *messages.TaskSettled) {
 // ---- reads ----
 
 // route forwards a request to the task actor after the owner fence; the task answers
-// the original sender. Foreign and unknown ids get the same error.
-func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.AgentID, notFound func() any) {
+// the original sender. It reports false for an unknown id and, alike, for a task the
+// caller may not reach: the caller then answers with the same not-found error.
+func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.AgentID) bool {
 	e, ok := r.tasks[id]
 	if !ok || !visible(e.snap.Owner, caller) {
-		ctx.Respond(notFound())
-		return
+		return false
 	}
 	ctx.Forward(e.pid)
+	return true
 }
 
 func (r *registry) list(caller messages.AgentID) []messages.Snapshot {
