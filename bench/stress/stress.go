@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		h.violate("goroutines: %d after Close, %d before the runtime started\n%s", rep.Goroutines[1], baseline, goroutineDump())
 	}
 	rep.Processes = settleProcesses(h.bash, 5*time.Second)
-	rep.MachineProcesses = bash.LiveProcesses()
+	rep.MachineProcesses = bash.MachineLiveProcesses()
 	if rep.Processes != 0 {
 		h.violate("%d processes of bash tasks still alive after Close:\n%s", rep.Processes, markedProcesses())
 	}

@@ -562,10 +562,12 @@ func TestLiveCountsRunningProcesses(t *testing.T) {
 	readUntil(t, h, "ready", settleLimit)
 	assert.Equal(t, 3, p.Live(), "the shell and its two children")
 	assert.Zero(t, other.Live(), "another producer's count is its own")
-	assert.GreaterOrEqual(t, LiveProcesses(), 3)
+	assert.Equal(t, 3, LiveProcesses(), "every producer of this process")
+	assert.GreaterOrEqual(t, MachineLiveProcesses(), 3)
 	require.NoError(t, h.Cancel("done"))
 	h.awaitDone(t, settleLimit)
 	requireQuiet(t, p)
+	assert.Zero(t, LiveProcesses())
 }
 
 var spillRE = regexp.MustCompile(`saved in (\S+) at the same offsets`)

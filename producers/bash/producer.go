@@ -101,10 +101,18 @@ func (p *Producer) Live() int {
 	return countMarked(func(m string) bool { return strings.HasPrefix(m, p.prefix) })
 }
 
-// LiveProcesses counts the running processes on this machine that carry any bash
-// task marker, from any Producer in any process (this process itself excluded). It
-// is meant for quiescence checks in tests and simulators.
+// LiveProcesses counts the running processes of the bash tasks of every Producer in
+// this process: the quiescence check for tests and simulators that hold more than one
+// Producer. Tasks of other programs on the machine are not counted (see
+// MachineLiveProcesses).
 func LiveProcesses() int {
+	prefix := fmt.Sprintf("%d.", os.Getpid())
+	return countMarked(func(m string) bool { return strings.HasPrefix(m, prefix) })
+}
+
+// MachineLiveProcesses counts the running processes on this machine that carry any
+// bash task marker, from any Producer in any process (this process itself excluded).
+func MachineLiveProcesses() int {
 	return countMarked(func(string) bool { return true })
 }
 
