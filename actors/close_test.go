@@ -143,3 +143,30 @@ func TestNewRuntimeRejectsBadOptions(t *testing.T) {
 	_, err := actors.NewRuntime(actors.WithSettleTimeout(0))
 	assert.ErrorIs(t, err, messages.ErrInvalidArgument)
 }
+
+// The registry speaks the request types of package messages, for embedders that
+// prefer actor-native access to the typed client.
+func TestActorNativeAccessThroughRegistryPID(t *testing.T) {
+	rt := newRT(t)
+	f := newFake()
+	id := start(t, rt, f.spec("bash", "", true))
+	f.emit("hello")
+	root := rt.ActorSystem().Root
+
+	res, err := root.RequestFuture(rt.Registry(), &messages.GetTask{ID: id}, 10*time.Second).Result()
+	require.NoError(t, err)
+	snap := res.(*messages.SnapshotReply)
+	require.NoError(t, snap.Err)
+	assert.Equal(t, messages.Running, snap.Snapshot.Status)
+
+	res, err = root.RequestFuture(rt.Registry(), &messages.ReadTask{ID: id}, 10*time.Second).Result()
+	require.NoError(t, err)
+	assert.Equal(t, "hello", res.(*messages.ReadReply).Result.Output, "routed to the task actor, answered directly")
+
+	res, err = root.RequestFuture(rt.Registry(), &messages.GetTask{ID: id, Caller: "stranger-owned"}, 10*time.Second).Result()
+	require.NoError(t, err)
+	assert.NoError(t, res.(*messages.SnapshotReply).Err, "an unowned task is open to every caller")
+
+	f.finish(messages.Outcome{Status: messages.Completed})
+	settleWait(t, rt, id, "")
+}
