@@ -51,9 +51,7 @@ type runtimeModel struct {
 	tasks    map[messages.TaskID]*modelTask
 	order    []messages.TaskID
 	counters map[string]int
-	notices  int // expected notices: owned, unreported at settlement
 	gotNote  chan messages.Snapshot
-	noted    int
 	steps    *int
 }
 
@@ -185,9 +183,6 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 			}
 			if s.Status != st || s.Detail != detail || s.Reported != mt.report {
 				t.Fatalf("settlement snapshot %+v, want %s/%s reported=%v", s, st, detail, mt.report)
-			}
-			if mt.owner != "" && !mt.report {
-				m.notices++
 			}
 		},
 		"read": func(t *rapid.T) {

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -338,36 +337,26 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 	return true
 }
 
+// list merges the unowned bucket and the caller's bucket. Each bucket holds its ids in
+// start order (they are appended as tasks are indexed, in sequence), so a merge by
+// sequence number gives the caller's view in start order without sorting.
 func (r *registry) list(caller messages.AgentID) []messages.Snapshot {
-	var ids []messages.TaskID
-	ids = append(ids, r.unowned.ids...)
-	if caller != "" {
-		if a, ok := r.agents[caller]; ok {
-			ids = append(ids, a.ids...)
-		}
+	u := r.unowned.ids
+	var own []messages.TaskID
+	if a, ok := r.agents[caller]; ok && caller != "" {
+		own = a.ids
 	}
-	out := make([]messages.Snapshot, 0, len(ids))
-	seqs := make([]uint64, 0, len(ids))
-	for _, id := range ids {
-		if e, ok := r.tasks[id]; ok {
-			out = append(out, e.snap)
-			seqs = append(seqs, e.seq)
+	out := make([]messages.Snapshot, 0, len(u)+len(own))
+	for len(u) > 0 || len(own) > 0 {
+		var id messages.TaskID
+		if len(own) == 0 || (len(u) > 0 && r.tasks[u[0]].seq < r.tasks[own[0]].seq) {
+			id, u = u[0], u[1:]
+		} else {
+			id, own = own[0], own[1:]
 		}
+		out = append(out, r.tasks[id].snap)
 	}
-	sort.Sort(bySeq{out, seqs})
 	return out
-}
-
-type bySeq struct {
-	s   []messages.Snapshot
-	seq []uint64
-}
-
-func (b bySeq) Len() int           { return len(b.s) }
-func (b bySeq) Less(i, j int) bool { return b.seq[i] < b.seq[j] }
-func (b bySeq) Swap(i, j int) {
-	b.s[i], b.s[j] = b.s[j], b.s[i]
-	b.seq[i], b.seq[j] = b.seq[j], b.seq[i]
 }
 
 // ---- agents ----

@@ -128,12 +128,6 @@ func requireQuiet(t testing.TB, p *Producer) {
 	require.Empty(t, zombieChildren(t), "zombie children of the test process")
 }
 
-// pidGone reports whether no process (not even a zombie) has pid.
-func pidGone(pid int) bool {
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return os.IsNotExist(err)
-}
-
 var markerRE = regexp.MustCompile(`\[\.\.\. (\d+) bytes left out \(output offsets (\d+)-(\d+)\)[^\n]*\.\.\.\]\n`)
 
 // account checks one read result against the stream it came from: the text
