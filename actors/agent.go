@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -11,53 +10,49 @@ import (
 )
 
 // agent is the actor of one owning agent. Its children are the task actors of the
-// tasks it owns; it also holds the agent's cleanup registrations.
+// tasks it owns; it holds the agent's cleanup registrations. All its state is
+// touched by its mailbox only: cleanups run on goroutines that report back with
+// cleanupDone, and a registration made from inside a running cleanup arrives as a
+// message before that cleanup's cleanupDone (the cleanup waits for the reply).
 //
-// Disposal, in order (each step starts when the previous one finished):
+// Its life, in phases (advance is the only place the phase changes):
 //
-//  1. BeginDispose (from the registry, once no start for this owner is in flight):
-//     run every cleanup, one at a time, in registration order, off the mailbox; a
-//     cleanup registered mid-drain (with the drain's context) joins the queue.
-//  2. Send Teardown to every task child; each answers TeardownDone once settled
-//     (cancelled with the disposal's reason, force-failed if Cancel errors,
-//     abandoned after the settle timeout).
-//  3. Tell the registry AgentQuiesced. The registry drops the tasks from its index,
-//     poisons each task actor (so any request it already routed is answered first)
-//     and sends StopAgent.
-//  4. Stop once every task child has stopped (their Stopped handlers call Release).
-//     The registry sees Terminated and answers the Dispose callers.
+//	open ──beginDispose──▶ draining ──no cleanup left──▶ tearingDown ──every task settled──▶ quiesced
+//	                       (one cleanup at a time,       (teardown sent to every            (agentQuiesced
+//	                        mid-drain registrations       task child; each answers           sent to the
+//	                        join the queue)               teardownDone once settled)          registry)
+//	quiesced ──stopAgent──▶ stopping ──last task actor stopped──▶ (stopped; the registry sees Terminated)
+//
+// The registry sends beginDispose once no start for this owner is in flight, and
+// stopAgent once it has dropped the agent's records and poisoned its task actors (so
+// every request it routed to them before is answered first).
 type agent struct {
 	rt     *Runtime
 	id     messages.AgentID
-	reason string
+	phase  agentActorPhase
+	reason string // the teardown reason: "owner disposed" or "runtime closed"
 
-	mu         sync.Mutex // protects cleanups, nextHandle and phase (shared with the drain goroutine)
-	cleanups   []*cleanupEntry
+	cleanups   []*cleanupEntry // registration order; ran entries are removed
 	nextHandle uint64
-	phase      agentPhase
-	drainToken uint64
-
-	awaiting int  // TeardownDone answers still owed
-	stopWhen bool // StopAgent received: stop once the children are gone
+	running    *cleanupEntry // the cleanup in flight (draining only)
+	drainToken uint64        // marks the contexts of this agent's drain
+	owed       int           // teardownDone answers still owed (tearingDown only)
 }
 
-type agentPhase int
+type agentActorPhase int
 
 const (
-	phaseOpen     agentPhase = iota // accepting cleanups
-	phaseDraining                   // running cleanups; only mid-drain registrations accepted
-	phaseDrained                    // cleanups done; no more registrations
+	agentActorOpen        agentActorPhase = iota // accepting cleanups
+	agentActorDraining                           // running cleanups; only mid-drain registrations accepted
+	agentActorTearingDown                        // cancelling and awaiting every task child
+	agentActorQuiesced                           // told the registry; waiting for stopAgent
+	agentActorStopping                           // stopping once every task actor has stopped
 )
 
 type cleanupEntry struct {
-	handle  uint64
-	fn      messages.Cleanup
-	removed bool
-	ran     bool
+	handle uint64
+	fn     messages.Cleanup
 }
-
-// cleanupsDrained is the drain goroutine telling its agent it is finished.
-type cleanupsDrained struct{}
 
 func newAgentProps(rt *Runtime, id messages.AgentID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &agent{rt: rt, id: id} },
@@ -65,112 +60,124 @@ func newAgentProps(rt *Runtime, id messages.AgentID) *actor.Props {
 }
 
 func (a *agent) Receive(ctx actor.Context) {
-	defer func() {
-		if p := recover(); p != nil {
-			a.rt.log.Error("taskrt: agent actor panicked", "agent", a.id, "panic", fmt.Sprint(p))
-		}
-	}()
+	if err := contain("agent actor", func() error { a.receive(ctx); return nil }); err != nil {
+		// A bug in the runtime: stop the agent's work rather than restart the actor.
+		a.rt.log.Error("taskrt: agent actor panicked", "agent", a.id, "err", err, "stack", string(err.(*PanicError).Stack))
+	}
+}
+
+func (a *agent) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.rt.nActors.Add(1)
-	case *messages.SpawnTask:
-		// Never after StopAgent: the registry stops routing to a quiesced agent.
-		if _, err := ctx.SpawnNamed(newTaskProps(a.rt, m.Snapshot, m.Hooks, m.Starter), string(m.Snapshot.ID)); err != nil {
-			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.Snapshot.ID, "err", err)
+	case *spawnTask:
+		// Never after stopAgent: the registry stops routing to an agent it stopped.
+		if _, err := ctx.SpawnNamed(newTaskProps(a.rt, m.snap, m.hooks, m.starter), string(m.snap.ID)); err != nil {
+			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.snap.ID, "err", err)
+			ctx.Send(m.starter, &startReply{err: fmt.Errorf("spawn task actor: %w", err)})
 		}
-	case *messages.AddCleanup:
+	case *addCleanup:
 		ctx.Respond(a.addCleanup(m))
-	case *messages.RemoveCleanup:
-		a.mu.Lock()
-		for _, c := range a.cleanups {
-			if c.handle == m.Handle {
-				c.removed = true
+	case *removeCleanup:
+		for i, c := range a.cleanups {
+			if c.handle == m.handle {
+				a.cleanups = append(a.cleanups[:i], a.cleanups[i+1:]...)
+				break
 			}
 		}
-		a.mu.Unlock()
-	case *messages.BeginDispose:
-		a.reason = m.Reason
-		a.mu.Lock()
-		a.phase = phaseDraining
+	case *beginDispose:
+		a.reason = m.reason
 		a.drainToken = a.rt.nextToken.Add(1)
-		a.mu.Unlock()
-		self := ctx.Self()
-		a.rt.goSafe("cleanup drain", func() { a.drain(self) })
-	case *cleanupsDrained:
-		children := ctx.Children()
-		a.awaiting = len(children)
-		for _, c := range children {
-			ctx.Request(c, &messages.Teardown{Reason: a.reason})
+		a.advance(ctx, agentActorDraining)
+	case *cleanupDone:
+		if m.err != nil {
+			a.rt.log.Error("taskrt: cleanup failed", "agent", a.id, "err", m.err)
 		}
-		if a.awaiting == 0 {
-			ctx.Send(a.rt.registry, &messages.AgentQuiesced{ID: a.id})
-		}
-	case *messages.TeardownDone:
-		a.awaiting--
-		if a.awaiting == 0 {
-			ctx.Send(a.rt.registry, &messages.AgentQuiesced{ID: a.id})
-		}
-	case *messages.StopAgent:
-		a.stopWhen = true
-		if len(ctx.Children()) == 0 {
-			ctx.Stop(ctx.Self())
-		}
+		a.running = nil
+		a.advance(ctx, agentActorDraining)
+	case *teardownDone:
+		a.owed--
+		a.advance(ctx, agentActorTearingDown)
+	case *stopAgent:
+		a.advance(ctx, agentActorQuiesced)
 	case *actor.Terminated:
-		if a.stopWhen && len(ctx.Children()) == 0 {
-			ctx.Stop(ctx.Self())
-		}
+		a.advance(ctx, agentActorStopping)
 	case *actor.Stopped:
 		a.rt.nActors.Add(-1)
 	}
 }
 
-func (a *agent) addCleanup(m *messages.AddCleanup) *messages.AddCleanupReply {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// advance moves the agent as far as its facts allow, starting from phase from (the
+// phase an event belongs to; an event for another phase changes nothing). It is the
+// only place a.phase changes.
+func (a *agent) advance(ctx actor.Context, from agentActorPhase) {
 	switch {
-	case a.phase == phaseDrained,
-		a.phase == phaseDraining && (m.Drain == 0 || m.Drain != a.drainToken):
-		return &messages.AddCleanupReply{Err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, a.id)}
-	}
-	a.nextHandle++
-	a.cleanups = append(a.cleanups, &cleanupEntry{handle: a.nextHandle, fn: m.Cleanup})
-	return &messages.AddCleanupReply{Handle: a.nextHandle}
-}
-
-// drain runs the cleanups one at a time until none is left, then reports home. The
-// emptiness check and the switch to phaseDrained happen under one lock, so a
-// registration either joins this drain or is refused.
-func (a *agent) drain(self *actor.PID) {
-	ctx := context.WithValue(a.rt.abort, drainKey{}, drainMark{agent: a.id, token: a.drainToken})
-	for {
-		a.mu.Lock()
-		var next *cleanupEntry
-		for _, c := range a.cleanups {
-			if !c.ran && !c.removed {
-				next = c
-				break
-			}
+	case from == agentActorDraining && (a.phase == agentActorOpen || a.phase == agentActorDraining):
+		a.phase = agentActorDraining
+		if a.running != nil {
+			return // one cleanup at a time
 		}
-		if next == nil {
-			a.phase = phaseDrained
-			a.cleanups = nil
-			a.mu.Unlock()
-			a.rt.send(self, &cleanupsDrained{})
+		if len(a.cleanups) > 0 {
+			a.runCleanup(ctx)
 			return
 		}
-		next.ran = true
-		a.mu.Unlock()
-		if err := runCleanup(ctx, next.fn); err != nil {
-			a.rt.log.Error("taskrt: cleanup failed", "agent", a.id, "err", err)
+		// Rule: cleanups run before the tasks are torn down (a cleanup may still use
+		// them); then every task child is cancelled with the disposal's reason.
+		a.phase = agentActorTearingDown
+		children := ctx.Children()
+		a.owed = len(children)
+		for _, c := range children {
+			ctx.Request(c, &teardown{reason: a.reason})
+		}
+		fallthrough
+	case from == agentActorTearingDown && a.phase == agentActorTearingDown:
+		if a.owed > 0 {
+			return
+		}
+		a.phase = agentActorQuiesced
+		ctx.Send(a.rt.registry, &agentQuiesced{id: a.id})
+	case from == agentActorQuiesced && a.phase == agentActorQuiesced: // stopAgent
+		a.phase = agentActorStopping
+		fallthrough
+	case from == agentActorStopping && a.phase == agentActorStopping: // a task actor stopped
+		if len(ctx.Children()) == 0 {
+			ctx.Stop(ctx.Self())
 		}
 	}
 }
 
-func runCleanup(ctx context.Context, fn messages.Cleanup) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("cleanup panicked: %v", p)
-		}
-	}()
-	return fn(ctx)
+func (a *agent) addCleanup(m *addCleanup) *addCleanupReply {
+	switch {
+	case a.phase == agentActorOpen,
+		a.phase == agentActorDraining && m.drain != 0 && m.drain == a.drainToken:
+	default:
+		return &addCleanupReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, a.id)}
+	}
+	a.nextHandle++
+	a.cleanups = append(a.cleanups, &cleanupEntry{handle: a.nextHandle, fn: m.fn})
+	return &addCleanupReply{handle: a.nextHandle}
+}
+
+// runCleanup runs the first registered cleanup on a goroutine the runtime owns; its
+// end comes back as cleanupDone. Its context carries the drain's mark, so that a
+// cleanup it registers is accepted and runs in this drain.
+func (a *agent) runCleanup(ctx actor.Context) {
+	c := a.cleanups[0]
+	a.cleanups = a.cleanups[1:]
+	a.running = c
+	cctx := context.WithValue(a.rt.abort, drainKey{}, drainMark{agent: a.id, token: a.drainToken})
+	self, rt := ctx.Self(), a.rt
+	rt.goSafe("cleanup", func() {
+		err := contain("cleanup", func() error { return c.fn(cctx) })
+		rt.send(self, &cleanupDone{handle: c.handle, err: err})
+	})
+}
+
+// drainKey marks the context a cleanup runs with, so that a cleanup registered from
+// inside a running drain is accepted (and run in the same drain).
+type drainKey struct{}
+
+type drainMark struct {
+	agent messages.AgentID
+	token uint64
 }

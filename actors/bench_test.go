@@ -24,7 +24,7 @@ func instant() messages.Spec {
 // next to what protoactor itself costs for one spawn + stop.
 func BenchmarkLifecycle(b *testing.B) {
 	b.Run("impl=actors", func(b *testing.B) {
-		rt := newRT(b, actors.WithOwnerLimit(0))
+		rt := newRT(b, actors.WithoutOwnerLimit())
 		b.ReportAllocs()
 		for b.Loop() {
 			id, err := rt.Tasks().Start(bg, instant())

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -30,10 +28,15 @@ type Agents struct{ rt *Runtime }
 // burned, nothing is recorded, and when the preflight fails or ctx is already done, Run
 // is never called. ctx governs only the start: cancelling it after Start returned never
 // touches the task.
+//
+// While Run runs, a disposal of the owner (or Close) waits for it, at most the settle
+// timeout (WithSettleTimeout). A Run that takes longer is abandoned: the disposal goes
+// on, and when Run returns, Start cancels the work it started (reason "start
+// abandoned"), waits up to the settle timeout for its Done, and returns an error.
 func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, error) {
 	rt := t.rt
 	if rt.closed.Load() {
-		return "", messages.ErrClosed
+		return "", rt.closedErr()
 	}
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
@@ -41,64 +44,83 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	if s.Run == nil {
 		return "", fmt.Errorf("%w: Run is nil", messages.ErrInvalidSpec)
 	}
-	m, err := rt.callUntilReply(&messages.ReserveStart{Kind: s.Kind, Label: s.Label, Owner: s.Owner})
+	m, err := rt.callUntilReply(&reserveStart{kind: s.Kind, label: s.Label, owner: s.Owner})
 	if err != nil {
-		return "", err
+		return "", rt.noActorErr(err)
 	}
-	res := m.(*messages.ReserveStartReply)
-	if res.Err != nil {
-		return "", res.Err
+	res := m.(*reserveReply)
+	if res.err != nil {
+		return "", res.err
 	}
-	abort := func() { rt.send(rt.registry, &messages.AbortStart{Token: res.Token}) }
+	abort := func() { rt.send(rt.registry, &abortStart{token: res.token}) }
 	if err := ctx.Err(); err != nil {
 		abort()
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
 	}
-	hooks, err := runContained(s.Run)
+	hooks, err := containValue("run", s.Run)
 	if err != nil {
 		abort()
 		return "", fmt.Errorf("start %s task: %w", s.Kind, err)
 	}
 	if hooks.Done == nil || hooks.Cancel == nil {
 		if hooks.Cancel != nil {
-			_ = cancelContained(hooks.Cancel, "invalid hooks")
+			_ = contain("cancel", func() error { return hooks.Cancel("invalid hooks") })
 		}
 		abort()
 		return "", fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
 	}
-	m, err = rt.callUntilReply(&messages.CommitStart{Token: res.Token, Hooks: hooks})
-	if err != nil {
-		return "", err
+	m, err = rt.callUntilReply(&commitStart{token: res.token, hooks: hooks})
+	if err == nil && m.(*startReply).err == nil {
+		return m.(*startReply).id, nil
 	}
-	rep := m.(*messages.StartReply)
-	return rep.ID, rep.Err
+	if err == nil {
+		err = m.(*startReply).err
+	}
+	// The work started but has no id: stop it, await it, release it.
+	rt.unwind(hooks, "start abandoned")
+	return "", rt.noActorErr(err)
 }
 
-// runContained calls a producer's Run, turning a panic into an error.
-func runContained(run func() (messages.Hooks, error)) (h messages.Hooks, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("run panicked: %v", p)
-		}
-	}()
-	return run()
+// unwind cancels work that was started but never committed, waits for its Done up to
+// the settle timeout, and releases it. It runs on the caller's goroutine.
+func (rt *Runtime) unwind(h messages.Hooks, reason string) {
+	if err := contain("cancel", func() error { return h.Cancel(reason) }); err != nil {
+		rt.log.Error("taskrt: cancelling an abandoned start failed", "err", err)
+	}
+	timer := time.NewTimer(rt.cfg.settleTimeout)
+	defer timer.Stop()
+	select {
+	case <-h.Done:
+	case <-timer.C:
+		rt.log.Error("taskrt: an abandoned start did not settle after cancel", "after", rt.cfg.settleTimeout)
+	}
+	if h.Release != nil {
+		_ = contain("release", func() error { h.Release(); return nil })
+	}
 }
 
-// cancelContained calls a producer's Cancel, turning a panic into an error.
-func cancelContained(cancel func(string) error, reason string) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("cancel panicked: %v", p)
-		}
-	}()
-	return cancel(reason)
+// noActorErr maps a request that reached no actor to ErrClosed.
+func (rt *Runtime) noActorErr(err error) error {
+	if errors.Is(err, errDeadLetter) {
+		return rt.closedErr()
+	}
+	return err
+}
+
+// taskErr maps a task request that reached no actor to not-found: the task's record
+// went away between the route and the answer.
+func taskErr(id messages.TaskID, err error) error {
+	if errors.Is(err, errDeadLetter) {
+		return notFound(id)
+	}
+	return err
 }
 
 // Get returns a task's snapshot without consuming anything.
 func (t *Tasks) Get(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.Snapshot, error) {
 	m, err := t.rt.call(ctx, &messages.GetTask{ID: id, Caller: caller})
 	if err != nil {
-		return messages.Snapshot{}, err
+		return messages.Snapshot{}, t.rt.noActorErr(err)
 	}
 	r := m.(*messages.SnapshotReply)
 	return r.Snapshot, r.Err
@@ -108,7 +130,7 @@ func (t *Tasks) Get(ctx context.Context, id messages.TaskID, caller messages.Age
 func (t *Tasks) List(ctx context.Context, caller messages.AgentID) ([]messages.Snapshot, error) {
 	m, err := t.rt.call(ctx, &messages.ListTasks{Caller: caller})
 	if err != nil {
-		return nil, err
+		return nil, t.rt.noActorErr(err)
 	}
 	r := m.(*messages.ListReply)
 	return r.Snapshots, r.Err
@@ -120,31 +142,24 @@ func (t *Tasks) List(ctx context.Context, caller messages.AgentID) ([]messages.S
 func (t *Tasks) Read(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.ReadResult, error) {
 	m, err := t.rt.call(ctx, &messages.ReadTask{ID: id, Caller: caller})
 	if err != nil {
-		return messages.ReadResult{}, err
+		return messages.ReadResult{}, taskErr(id, err)
 	}
-	switch r := m.(type) {
-	case *messages.ReadReply:
-		return r.Result, r.Err
-	default:
-		return messages.ReadResult{}, notFound(id)
-	}
+	r := m.(*messages.ReadReply)
+	return r.Result, r.Err
 }
 
 // Kill requests cancellation: KillRequested (the status is now stopping, the reason
-// was passed to the producer's Cancel, the task is reported) or KillAlreadyTerminal.
-// A Cancel that errors or panics fails the call with an error wrapping ErrCancelFailed
-// and the producer's error, and leaves the task untouched.
+// was passed to the producer's Cancel, the task is reported) or KillAlreadyTerminal
+// (the task is reported: the caller now knows its end). A Cancel that errors or panics
+// fails the call with an error wrapping ErrCancelFailed and the producer's error, and
+// leaves the task untouched.
 func (t *Tasks) Kill(ctx context.Context, id messages.TaskID, caller messages.AgentID, reason string) (messages.KillResult, error) {
 	m, err := t.rt.call(ctx, &messages.KillTask{ID: id, Caller: caller, Reason: reason})
 	if err != nil {
-		return "", err
+		return "", taskErr(id, err)
 	}
-	switch r := m.(type) {
-	case *messages.KillReply:
-		return r.Result, r.Err
-	default:
-		return "", notFound(id)
-	}
+	r := m.(*messages.KillReply)
+	return r.Result, r.Err
 }
 
 // Wait blocks until the task settles and returns its terminal snapshot (marking it
@@ -156,33 +171,29 @@ func (t *Tasks) Kill(ctx context.Context, id messages.TaskID, caller messages.Ag
 func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.AgentID, timeout time.Duration) (messages.Snapshot, error) {
 	rt := t.rt
 	if timeout <= 0 {
-		return messages.Snapshot{}, fmt.Errorf("%w: invalid wait timeout %s: it must be positive", messages.ErrInvalidArgument, timeout)
+		return messages.Snapshot{}, invalidWaitTimeout(timeout)
 	}
 	if rt.closed.Load() {
-		return messages.Snapshot{}, messages.ErrClosed
+		return messages.Snapshot{}, rt.closedErr()
 	}
 	if err := ctx.Err(); err != nil {
 		return messages.Snapshot{}, err
 	}
 	r := newReply(rt)
-	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTask{ID: id, Caller: caller}, r.pid)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	var cause error
+	// The deadline travels in the request: the task actor ends the wait itself.
+	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTask{ID: id, Caller: caller, Timeout: timeout}, r.pid)
 	select {
 	case m := <-r.ch:
 		r.recycle()
 		return waitResult(id, m)
 	case <-rt.stopped:
 		r.release()
-		return messages.Snapshot{}, messages.ErrClosed
-	case <-timer.C:
+		return messages.Snapshot{}, rt.closedErr()
 	case <-ctx.Done():
-		cause = ctx.Err()
 	}
 	// Abandon the wait. The task answers exactly once either way: with the terminal
-	// snapshot if it settled first, or with Abandoned and the current snapshot.
-	rt.send(rt.registry, &messages.AbandonWait{ID: id, Caller: caller, Waiter: r.pid})
+	// snapshot if it settled first, or with the current one.
+	rt.send(rt.registry, &abandonWait{id: id, caller: caller, waiter: r.pid})
 	select {
 	case m := <-r.ch:
 		r.recycle()
@@ -190,10 +201,10 @@ func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.Ag
 		if err != nil || s.Status.Terminal() {
 			return s, err
 		}
-		return s, cause
+		return s, ctx.Err()
 	case <-rt.stopped:
 		r.release()
-		return messages.Snapshot{}, messages.ErrClosed
+		return messages.Snapshot{}, rt.closedErr()
 	}
 }
 
@@ -201,20 +212,19 @@ func waitResult(id messages.TaskID, m any) (messages.Snapshot, error) {
 	switch r := m.(type) {
 	case *messages.WaitReply:
 		return r.Snapshot, r.Err
-	case *actor.DeadLetterResponse:
+	default: // a dead letter: the record went away
 		return messages.Snapshot{}, notFound(id)
-	default:
-		return messages.Snapshot{}, fmt.Errorf("taskrt: unexpected wait reply %T", m)
 	}
 }
 
 // OnDone subscribes a listener to every task settlement, in settlement order. Each
-// listener runs on its own goroutine with its own queue, so a slow or panicking
+// listener has its own actor, whose mailbox is its queue, so a slow or panicking
 // listener (the panic is logged) harms neither the registry nor other listeners. The
-// returned function unsubscribes; no call starts after it returns. No listener is
-// called after Close returns.
+// returned function unsubscribes: no call starts after it returns, and it waits for a
+// call in progress unless it is called from inside that call. Listeners are silent
+// from the moment Close begins.
 func (t *Tasks) OnDone(fn func(messages.Snapshot)) (unsubscribe func()) {
-	return t.rt.hub.subscribe(fn)
+	return t.rt.subscribe(fn)
 }
 
 // AttachSurface attaches a named control surface: while none is attached, Start fails
@@ -222,16 +232,16 @@ func (t *Tasks) OnDone(fn func(messages.Snapshot)) (unsubscribe func()) {
 // The returned detach is idempotent.
 func (t *Tasks) AttachSurface(name string) (detach func()) {
 	rt := t.rt
-	m, err := rt.callUntilReply(&messages.AttachSurface{Name: name})
+	m, err := rt.callUntilReply(&attachSurface{name: name})
 	if err != nil {
 		return func() {}
 	}
-	h := m.(*messages.AttachReply).Handle
+	h := m.(*attachReply).handle
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			if !rt.closed.Load() {
-				rt.send(rt.registry, &messages.DetachSurface{Handle: h})
+				rt.send(rt.registry, &detachSurface{handle: h})
 			}
 		})
 	}
@@ -246,50 +256,46 @@ func (t *Tasks) AttachSurface(name string) (detach func()) {
 // if the owner id was disposed and registered again meanwhile. Surfaces (package tools)
 // call it from their OnDone listener.
 func (t *Tasks) Notify(ctx context.Context, id messages.TaskID, text string) (bool, error) {
-	m, err := t.rt.call(ctx, &messages.NotifyTask{ID: id})
+	m, err := t.rt.call(ctx, &notifyTask{id: id})
 	if err != nil {
-		if errors.Is(err, messages.ErrClosed) {
+		if errors.Is(err, messages.ErrClosed) || errors.Is(err, errDeadLetter) {
 			return false, nil
 		}
 		return false, err
 	}
-	r := m.(*messages.AgentReply)
-	if !r.Live || r.Injector == nil {
+	r := m.(*agentReply)
+	if !r.live || r.injector == nil {
 		return false, nil
 	}
-	if err := injectContained(ctx, r.Injector, text); err != nil {
+	if err := inject(ctx, r.injector, text); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
-func notFound(id messages.TaskID) error {
-	return fmt.Errorf("%w: %s", messages.ErrTaskNotFound, id)
-}
-
 // AgentOption configures an agent at Register.
-type AgentOption interface{ applyAgent(*messages.RegisterAgent) }
+type AgentOption interface{ applyAgent(*registerAgent) }
 
-type agentOptionFunc func(*messages.RegisterAgent)
+type agentOptionFunc func(*registerAgent)
 
-func (f agentOptionFunc) applyAgent(r *messages.RegisterAgent) { f(r) }
+func (f agentOptionFunc) applyAgent(r *registerAgent) { f(r) }
 
 // WithInjector sets how completion notices reach the agent's session.
 func WithInjector(inj messages.Injector) AgentOption {
-	return agentOptionFunc(func(r *messages.RegisterAgent) { r.Injector = inj })
+	return agentOptionFunc(func(r *registerAgent) { r.injector = inj })
 }
 
 // WithParent records the agent's parent agent: disposing the parent disposes this
 // agent too (after or alongside the parent's own teardown). The parent must be
 // registered and not disposing.
 func WithParent(id messages.AgentID) AgentOption {
-	return agentOptionFunc(func(r *messages.RegisterAgent) { r.Parent = id })
+	return agentOptionFunc(func(r *registerAgent) { r.parent = id })
 }
 
 // Register registers an owning agent. Its id must be non-empty and not registered;
 // an id may be registered again once its Dispose returned.
 func (a *Agents) Register(ctx context.Context, id messages.AgentID, opts ...AgentOption) error {
-	req := &messages.RegisterAgent{ID: id}
+	req := &registerAgent{id: id}
 	for _, o := range opts {
 		o.applyAgent(req)
 	}
@@ -298,18 +304,9 @@ func (a *Agents) Register(ctx context.Context, id messages.AgentID, opts ...Agen
 	}
 	m, err := a.rt.call(ctx, req)
 	if err != nil {
-		return err
+		return a.rt.noActorErr(err)
 	}
-	return m.(*messages.ErrReply).Err
-}
-
-// drainKey marks the context a cleanup runs with, so that a cleanup registered from
-// inside a running drain is accepted (and run in the same drain).
-type drainKey struct{}
-
-type drainMark struct {
-	agent messages.AgentID
-	token uint64
+	return m.(*errReply).err
 }
 
 // OnCleanup registers a cleanup that runs when the agent is disposed, before its tasks
@@ -323,24 +320,24 @@ func (a *Agents) OnCleanup(ctx context.Context, id messages.AgentID, cleanup fun
 	if cleanup == nil {
 		return nil, fmt.Errorf("%w: cleanup is nil", messages.ErrInvalidArgument)
 	}
-	req := &messages.AddCleanup{Agent: id, Cleanup: cleanup}
+	req := &addCleanup{agent: id, fn: cleanup}
 	if mark, ok := ctx.Value(drainKey{}).(drainMark); ok && mark.agent == id {
-		req.Drain = mark.token
+		req.drain = mark.token
 	}
 	m, err := a.rt.call(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, a.rt.noActorErr(err)
 	}
-	r := m.(*messages.AddCleanupReply)
-	if r.Err != nil {
-		return nil, r.Err
+	r := m.(*addCleanupReply)
+	if r.err != nil {
+		return nil, r.err
 	}
 	rt := a.rt
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			if !rt.closed.Load() {
-				rt.send(rt.registry, &messages.RemoveCleanup{Agent: id, Handle: r.Handle})
+				rt.send(rt.registry, &removeCleanup{agent: id, handle: r.handle})
 			}
 		})
 	}, nil
@@ -353,11 +350,11 @@ func (a *Agents) OnCleanup(ctx context.Context, id messages.AgentID, cleanup fun
 // returns ctx.Err() and the disposal goes on. Do not call Dispose for an agent from
 // inside one of its own cleanups: the disposal would wait for itself.
 func (a *Agents) Dispose(ctx context.Context, id messages.AgentID) error {
-	m, err := a.rt.call(ctx, &messages.DisposeAgent{ID: id})
+	m, err := a.rt.call(ctx, &disposeAgent{id: id})
 	if err != nil {
-		return err
+		return a.rt.noActorErr(err)
 	}
-	return m.(*messages.ErrReply).Err
+	return m.(*errReply).err
 }
 
 // Inject delivers text into a live agent's session through its injector. For an
@@ -365,26 +362,21 @@ func (a *Agents) Dispose(ctx context.Context, id messages.AgentID) error {
 // does nothing and returns nil: a notice never goes to a dying owner, and that is not
 // an error. The injector runs on the caller's goroutine.
 func (a *Agents) Inject(ctx context.Context, id messages.AgentID, text string) error {
-	m, err := a.rt.call(ctx, &messages.LookupAgent{ID: id})
+	m, err := a.rt.call(ctx, &lookupAgent{id: id})
 	if err != nil {
-		if errors.Is(err, messages.ErrClosed) {
+		if errors.Is(err, messages.ErrClosed) || errors.Is(err, errDeadLetter) {
 			return nil
 		}
 		return err
 	}
-	r := m.(*messages.AgentReply)
-	if !r.Live || r.Injector == nil {
+	r := m.(*agentReply)
+	if !r.live || r.injector == nil {
 		return nil
 	}
-	return injectContained(ctx, r.Injector, text)
+	return inject(ctx, r.injector, text)
 }
 
-// injectContained calls an injector, turning a panic into an error.
-func injectContained(ctx context.Context, inj messages.Injector, text string) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("injector panicked: %v", p)
-		}
-	}()
-	return inj(ctx, text)
+// inject calls an injector, turning a panic into an error.
+func inject(ctx context.Context, inj messages.Injector, text string) error {
+	return contain("injector", func() error { return inj(ctx, text) })
 }

@@ -31,18 +31,20 @@ func TestCloseSettlesEverythingThenRefusesEverything(t *testing.T) {
 	}
 	require.NoError(t, rt.Close(bg))
 
-	t.Run("every task, owned or not, was cancelled with runtime closed and settled", func(t *testing.T) {
+	t.Run("every task, owned or not, was cancelled with runtime closed, settled and released", func(t *testing.T) {
 		for id, f := range fakes {
 			assert.Equal(t, "runtime closed", <-f.cancels, id)
-			<-f.released
+			select {
+			case <-f.released:
+			default:
+				t.Errorf("%s was not released by the time Close returned", id)
+			}
 		}
+	})
+	t.Run("listeners saw none of the settlements Close caused", func(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
-		assert.Len(t, seen, len(fakes), "listeners saw the settlements Close caused")
-		for _, s := range seen {
-			assert.Equal(t, messages.Killed, s.Status)
-			assert.True(t, s.Reported)
-		}
+		assert.Empty(t, seen)
 	})
 	t.Run("agents' cleanups ran", func(t *testing.T) { <-cleanupRan })
 	t.Run("nothing is left", func(t *testing.T) {
@@ -67,12 +69,42 @@ func TestCloseSettlesEverythingThenRefusesEverything(t *testing.T) {
 	t.Run("no listener fires after Close", func(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
-		assert.Len(t, seen, len(fakes))
+		assert.Empty(t, seen)
 	})
 }
 
+// Listeners are silent from the moment Close begins: not for a settlement Close's
+// teardown causes, nor for one that happens during or after Close — here a producer
+// whose Cancel failed, so that teardown force-failed the task, and whose Done arrives
+// only after Close returned.
+func TestListenersAreSilentFromTheMomentCloseBegins(t *testing.T) {
+	rt, err := actors.NewRuntime()
+	require.NoError(t, err)
+	rt.Tasks().AttachSurface("test")
+	register(t, rt, "a1")
+	calls := make(chan messages.Snapshot, 16)
+	rt.Tasks().OnDone(func(s messages.Snapshot) { calls <- s })
+
+	before := newFake()
+	beforeID := start(t, rt, before.spec("bash", "a1", false))
+	before.finish(messages.Outcome{Status: messages.Completed})
+	require.Equal(t, beforeID, (<-calls).ID, "a settlement before Close reaches the listener")
+
+	stubborn := newFake() // its Cancel fails: teardown force-fails it, Done comes later
+	stubborn.failCancel(errBoom)
+	start(t, rt, stubborn.spec("bash", "a1", false))
+	cooperative := newFake()
+	start(t, rt, cooperative.spec("bash", "", false))
+
+	require.NoError(t, rt.Close(bg))
+	stubborn.finish(messages.Outcome{Status: messages.Killed}) // the late Done
+	assert.Equal(t, "runtime closed", <-cooperative.cancels)
+	assert.Equal(t, "runtime closed", <-stubborn.cancels)
+	assert.Empty(t, calls, "no listener call for a settlement during or after Close")
+}
+
 func TestCloseWithStartInFlightTearsItDown(t *testing.T) {
-	rt, err := actors.NewRuntime(actors.WithOwnerLimit(0))
+	rt, err := actors.NewRuntime(actors.WithoutOwnerLimit())
 	require.NoError(t, err)
 	rt.Tasks().AttachSurface("test")
 	inRun, release := make(chan struct{}), make(chan struct{})
@@ -139,9 +171,22 @@ func TestRuntimeInCallerSuppliedActorSystem(t *testing.T) {
 	require.NoError(t, rt1.Close(bg))
 }
 
-func TestNewRuntimeRejectsBadOptions(t *testing.T) {
-	_, err := actors.NewRuntime(actors.WithSettleTimeout(0))
-	assert.ErrorIs(t, err, messages.ErrInvalidArgument)
+// One rule for every option: a zero or negative value keeps the default.
+func TestZeroOrNegativeOptionsKeepTheDefault(t *testing.T) {
+	for _, opt := range []actors.Option{
+		actors.WithSettleTimeout(0), actors.WithSettleTimeout(-time.Second),
+		actors.WithOwnerLimit(0), actors.WithOwnerLimit(-3),
+		actors.WithLogger(nil), actors.WithActorSystem(nil),
+	} {
+		rt := newRT(t, opt)
+		var err error
+		for i := 0; i <= actors.DefaultOwnerLimit && err == nil; i++ {
+			_, err = rt.Tasks().Start(bg, newFake().spec("bash", "", false))
+		}
+		var le *messages.LimitError
+		require.ErrorAs(t, err, &le, "the default cap holds")
+		assert.Equal(t, actors.DefaultOwnerLimit, le.Limit)
+	}
 }
 
 // The registry speaks the request types of package messages, for embedders that

@@ -21,7 +21,7 @@ import (
 // runtime returns to zero.
 func TestRandomConcurrentOperations(t *testing.T) {
 	const goroutines, opsEach = 1000, 10
-	rt, err := actors.NewRuntime(actors.WithOwnerLimit(0))
+	rt, err := actors.NewRuntime(actors.WithoutOwnerLimit())
 	require.NoError(t, err)
 	rt.Tasks().AttachSurface("test")
 	agents := []messages.AgentID{"a0", "a1", "a2", "a3", "a4"}
@@ -30,10 +30,15 @@ func TestRandomConcurrentOperations(t *testing.T) {
 
 	var settledMu sync.Mutex
 	settled := map[messages.TaskID]int{}
+	settledOne := make(chan struct{}, 1)
 	stop := rt.Tasks().OnDone(func(s messages.Snapshot) {
 		settledMu.Lock()
 		settled[s.ID]++
 		settledMu.Unlock()
+		select {
+		case settledOne <- struct{}{}:
+		default:
+		}
 	})
 	defer stop()
 
@@ -135,6 +140,24 @@ func TestRandomConcurrentOperations(t *testing.T) {
 		}(uint64(g))
 	}
 	wg.Wait()
+	// Listeners are silent from the moment Close begins, so every task is made to
+	// settle before it: finish the work of those still running and wait until the
+	// listener has seen every task.
+	mu.Lock()
+	for _, f := range fakes {
+		f.finish(messages.Outcome{Status: messages.Completed})
+	}
+	n := len(tasks)
+	mu.Unlock()
+	for {
+		settledMu.Lock()
+		seen := len(settled)
+		settledMu.Unlock()
+		if seen >= n {
+			break
+		}
+		<-settledOne
+	}
 	require.NoError(t, rt.Close(bg))
 
 	mu.Lock()

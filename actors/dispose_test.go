@@ -265,7 +265,7 @@ func TestInjectReachesOnlyLiveAgents(t *testing.T) {
 // A start whose Run is in flight when the owner's disposal begins is committed and
 // then torn down: the disposal waits for it instead of missing it.
 func TestDisposeWaitsForStartInFlight(t *testing.T) {
-	rt := newRT(t, actors.WithOwnerLimit(0))
+	rt := newRT(t, actors.WithoutOwnerLimit())
 	register(t, rt, "a1")
 	inRun, release := make(chan struct{}), make(chan struct{})
 	f := newFake()
@@ -376,4 +376,33 @@ func TestNotifyClaimsTheNoticeOnceForTheOwningRegistration(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, ok, "reported")
 	})
+}
+
+// Teardown shows stopping before the producer is cancelled: a Get made after the
+// producer's Cancel was called, while the owner is being disposed, says stopping (a
+// teardown cannot be refused, so the status moves before Cancel runs). Run it with
+// -count=100: the old order (status changed when Cancel returned) failed about half
+// the runs.
+func TestTeardownShowsStoppingBeforeCancel(t *testing.T) {
+	rt := newRT(t)
+	register(t, rt, "a1")
+	inCancel, release := make(chan string, 1), make(chan struct{})
+	done := make(chan messages.Outcome, 1)
+	id := start(t, rt, messages.Spec{Kind: "bash", Label: "x", Owner: "a1", Run: func() (messages.Hooks, error) {
+		return messages.Hooks{Done: done, Cancel: func(reason string) error {
+			inCancel <- reason
+			<-release
+			done <- messages.Outcome{Status: messages.Killed, Detail: reason}
+			return nil
+		}}, nil
+	}})
+	disposed := make(chan error, 1)
+	go func() { disposed <- rt.Agents().Dispose(bg, "a1") }()
+	assert.Equal(t, "owner disposed", <-inCancel)
+	s, err := rt.Tasks().Get(bg, id, "a1")
+	require.NoError(t, err)
+	assert.Equal(t, messages.Stopping, s.Status, "teardown moved the task to stopping before calling Cancel")
+	assert.True(t, s.Reported, "teardown marks the task reported")
+	close(release)
+	require.NoError(t, <-disposed)
 }

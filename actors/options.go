@@ -13,7 +13,8 @@ const (
 	DefaultSettleTimeout = 30 * time.Second
 )
 
-// Option configures a Runtime.
+// Option configures a Runtime. Options follow one rule: a zero or negative value
+// keeps the default; "none" has an option of its own (WithoutOwnerLimit).
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -23,35 +24,67 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	system        *actor.ActorSystem
 	logger        *slog.Logger
-	ownerLimit    int
+	ownerLimit    int // 0 = no cap
 	settleTimeout time.Duration
 }
 
+func defaultConfig() config {
+	return config{
+		ownerLimit:    DefaultOwnerLimit,
+		settleTimeout: DefaultSettleTimeout,
+		logger:        slog.New(slog.DiscardHandler),
+	}
+}
+
 // WithActorSystem runs the runtime's actors in an existing actor system instead of
-// one of its own. The runtime still stops only its own actors on Close.
+// one of its own. The runtime still stops only its own actors on Close. Nil keeps the
+// default (a system of its own).
 func WithActorSystem(sys *actor.ActorSystem) Option {
-	return optionFunc(func(c *config) { c.system = sys })
+	return optionFunc(func(c *config) {
+		if sys != nil {
+			c.system = sys
+		}
+	})
 }
 
 // WithLogger sets the logger for the runtime's own diagnostics (contained panics,
 // failing cleanups, producer contract violations) and, when the runtime owns its actor
 // system, for protoactor's output. The default discards everything: a library does not
-// print.
+// print. Nil keeps the default.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) { c.logger = l })
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	})
 }
 
 // WithOwnerLimit caps the running and stopping tasks one owner may hold (unowned
-// tasks share one bucket). Over it, Start fails with ErrOwnerLimit before any id is
-// allocated. n <= 0 removes the cap. Default DefaultOwnerLimit.
+// tasks share one bucket). Over it, Start fails with a *messages.LimitError
+// (ErrOwnerLimit) before any id is allocated. Default DefaultOwnerLimit; n <= 0 keeps
+// the default. WithoutOwnerLimit removes the cap.
 func WithOwnerLimit(n int) Option {
-	return optionFunc(func(c *config) { c.ownerLimit = n })
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.ownerLimit = n
+		}
+	})
+}
+
+// WithoutOwnerLimit removes the per-owner cap.
+func WithoutOwnerLimit() Option {
+	return optionFunc(func(c *config) { c.ownerLimit = 0 })
 }
 
 // WithSettleTimeout bounds how long teardown (Dispose, Close) waits for a cancelled
-// task's Done. A task that has not settled by then is recorded failed with detail
-// "abandoned: did not settle within …" and counted in Stats.Abandoned; teardown goes
-// on. Default DefaultSettleTimeout.
+// task's Done, and for a start whose Run has not returned. A task that has not
+// settled by then is recorded failed with detail "abandoned: did not settle within …"
+// and counted in Stats.Abandoned; teardown goes on. Default DefaultSettleTimeout;
+// d <= 0 keeps the default.
 func WithSettleTimeout(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.settleTimeout = d })
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.settleTimeout = d
+		}
+	})
 }

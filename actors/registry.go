@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -12,32 +13,56 @@ import (
 
 // registry is the root actor of a runtime. It owns the id counters, the index of
 // tasks (id → owner, task actor, mirrored snapshot), the agents, the attached
-// surfaces and the start reservations, and it routes every caller request after the
-// owner check. It never runs producer code, listener code or cleanup code, and it never
-// waits: everything slow happens on the task and agent actors or on goroutines the
-// runtime owns, and comes back as messages.
+// surfaces, the start reservations and the OnDone listener actors, and it routes
+// every caller request after the owner check. It never runs producer, listener or
+// cleanup code and never waits: everything slow happens on task and agent actors or
+// on goroutines the runtime owns, and comes back as messages.
+//
+// The runtime's life, in phases (setPhase is the only place it changes):
+//
+//	open ──Close──▶ closing ──no start in flight, no agent left,──▶ stopping ──no child left──▶ (stopped)
+//	                (starts and registrations    every unowned task      (unowned task actors and
+//	                 refused; agents disposing;  answered teardown)      listener actors poisoned)
+//	                 unowned tasks torn down)
+//
+// A panic in the registry's own code is a runtime bug that may have left its state
+// half-updated; the registry does not carry on as if nothing happened. It records the
+// fault (Runtime.Close returns it, and every later call fails with ErrClosed wrapping
+// it), then closes: every task is torn down and every agent disposed as far as the
+// state allows. A second panic during that teardown stops the tree outright; a task
+// actor stopped while its work is live cancels the work itself.
 type registry struct {
-	rt *Runtime
+	rt    *Runtime
+	phase runtimePhase
+
+	closeWaiters []*actor.PID // Close callers, answered when the registry stopped
+	owed         int          // closing: teardown answers still owed by unowned tasks
 
 	surfaces    map[uint64]string
 	nextSurface uint64
 
-	counters     map[string]int // per-kind id counters
-	reservations map[uint64]*reservation
-	nextToken    uint64
-	seq          uint64 // start order
+	counters  map[string]int // per-kind id counters
+	starts    map[uint64]*reservation
+	nextToken uint64
+	seq       uint64 // start order
 
-	tasks    map[messages.TaskID]*taskEntry
-	unowned  bucket
-	agents   map[messages.AgentID]*agentEntry
-	agentPID map[string]*agentEntry // by actor id, for Terminated
+	tasks   map[messages.TaskID]*taskEntry
+	unowned bucket
+	agents  map[messages.AgentID]*agentEntry
+	byPID   map[string]*agentEntry // by actor id, for Terminated
 
-	closing       bool
-	closeWaiters  []*actor.PID
-	unownedOwed   int  // TeardownDone answers owed by unowned tasks during close
-	pendingTotal  int  // reservations in flight, all owners
-	unownedPoison bool // unowned tasks were poisoned; stop when they are gone
+	listeners map[string]*actor.PID // OnDone listener actors, by actor id
+
+	overdue map[messages.AgentID]*time.Timer // armed start-overdue timers, by owner ("" = close)
 }
+
+type runtimePhase int
+
+const (
+	runtimeOpen     runtimePhase = iota // serving
+	runtimeClosing                      // Close began: tearing everything down
+	runtimeStopping                     // everything settled: stopping the remaining children
+)
 
 type reservation struct {
 	kind, label string
@@ -56,9 +81,10 @@ type taskEntry struct {
 	snap     messages.Snapshot
 	pid      *actor.PID
 	seq      uint64
-	notified bool // the completion notice was claimed (NotifyTask)
+	notified bool // the completion notice was claimed (notifyTask)
 }
 
+// agentEntry is the registry's view of an agent.
 type agentEntry struct {
 	id       messages.AgentID
 	pid      *actor.PID
@@ -67,56 +93,74 @@ type agentEntry struct {
 	bucket
 	children map[messages.AgentID]struct{}
 
-	disposing  bool
-	reason     string
-	beginSent  bool
-	quiesced   bool
-	stopSent   bool
-	terminated bool
-	waiters    []*actor.PID
+	phase     agentPhase
+	reason    string       // the teardown reason, once disposing
+	disposers []*actor.PID // Dispose callers, answered when the agent is gone
 }
+
+// agentPhase is an agent's life as the registry sees it (advanceAgent is the only
+// place it changes):
+//
+//	open ──dispose──▶ awaitingStarts ──no start in flight──▶ draining ──agentQuiesced──▶ awaitingChildren
+//	awaitingChildren ──no child agent left──▶ stopping ──Terminated──▶ (removed; Dispose callers answered)
+type agentPhase int
+
+const (
+	agentOpen             agentPhase = iota // accepting starts, cleanups and notices
+	agentAwaitingStarts                     // disposing: starts in flight must commit or abort first
+	agentDraining                           // the agent actor runs cleanups, then tears its tasks down
+	agentAwaitingChildren                   // its tasks settled; its child agents are still disposing
+	agentStopping                           // records dropped, task actors poisoned, actor stopping
+)
 
 func newRegistry(rt *Runtime) *registry {
 	return &registry{
-		rt:           rt,
-		surfaces:     map[uint64]string{},
-		counters:     map[string]int{},
-		reservations: map[uint64]*reservation{},
-		tasks:        map[messages.TaskID]*taskEntry{},
-		agents:       map[messages.AgentID]*agentEntry{},
-		agentPID:     map[string]*agentEntry{},
+		rt:        rt,
+		surfaces:  map[uint64]string{},
+		counters:  map[string]int{},
+		starts:    map[uint64]*reservation{},
+		tasks:     map[messages.TaskID]*taskEntry{},
+		agents:    map[messages.AgentID]*agentEntry{},
+		byPID:     map[string]*agentEntry{},
+		listeners: map[string]*actor.PID{},
+		overdue:   map[messages.AgentID]*time.Timer{},
 	}
 }
 
+// visible is the owner fence: unowned tasks are open, owned ones only to their owner.
 func visible(owner, caller messages.AgentID) bool { return owner == "" || owner == caller }
 
 func (r *registry) Receive(ctx actor.Context) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.rt.log.Error("taskrt: registry panicked", "message", fmt.Sprintf("%T", ctx.Message()), "panic", fmt.Sprint(p))
-		}
-	}()
+	err := contain("registry", func() error { r.receive(ctx); return nil })
+	if err == nil {
+		return
+	}
+	pe := err.(*PanicError)
+	r.rt.log.Error("taskrt: registry panicked; closing the runtime", "message", fmt.Sprintf("%T", ctx.Message()), "err", pe, "stack", string(pe.Stack))
+	if !r.rt.recordFault(pe) {
+		// A panic while handling the first one: stop the tree outright.
+		ctx.Stop(ctx.Self())
+		return
+	}
+	if err := contain("registry", func() error { r.beginClose(ctx); return nil }); err != nil {
+		ctx.Stop(ctx.Self())
+	}
+}
+
+func (r *registry) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.rt.nActors.Add(1)
-	case *messages.ReserveStart:
-		ctx.Respond(r.reserve(m))
-	case *messages.CommitStart:
-		r.commit(ctx, m)
-	case *messages.AbortStart:
-		if res, ok := r.reservations[m.Token]; ok {
-			delete(r.reservations, m.Token)
-			res.b.live--
-			r.resolvePending(ctx, res)
+	case *actor.Stopping, *actor.Restarting:
+	case *actor.DeadLetterResponse:
+		// A request of ours reached a stopped actor; the only requests the registry
+		// makes are close teardowns, so count the answer as given.
+		if r.phase == runtimeClosing && r.owed > 0 {
+			r.owed--
+			r.advanceClose(ctx)
 		}
-	case *messages.TaskSpawned:
-		r.spawned(ctx, m)
-	case *messages.TaskChanged:
-		if e, ok := r.tasks[m.Snapshot.ID]; ok {
-			e.snap = m.Snapshot
-		}
-	case *messages.TaskSettled:
-		r.settled(m)
+
+	// ---- public requests (messages.Request) ----
 	case *messages.GetTask:
 		e, ok := r.tasks[m.ID]
 		if !ok || !visible(e.snap.Owner, m.Caller) {
@@ -135,121 +179,209 @@ func (r *registry) Receive(ctx actor.Context) {
 			ctx.Respond(&messages.KillReply{Err: notFound(m.ID)})
 		}
 	case *messages.WaitTask:
-		if !r.route(ctx, m.ID, m.Caller) {
+		switch {
+		case m.Timeout <= 0:
+			ctx.Respond(&messages.WaitReply{Err: invalidWaitTimeout(m.Timeout)})
+		case !r.route(ctx, m.ID, m.Caller):
 			ctx.Respond(&messages.WaitReply{Err: notFound(m.ID)})
 		}
-	case *messages.AbandonWait:
-		// Nothing to answer when the task is gone: its actor answered every waiter
+	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask:
+		r.byValue(ctx, m)
+
+	// ---- starts ----
+	case *reserveStart:
+		ctx.Respond(r.reserve(m))
+	case *commitStart:
+		r.commit(ctx, m)
+	case *abortStart:
+		if res, ok := r.starts[m.token]; ok {
+			delete(r.starts, m.token)
+			res.b.live--
+			r.startResolved(ctx, res.owner, res.b)
+		}
+	case *startsOverdue:
+		delete(r.overdue, m.owner)
+		r.abandonStarts(ctx, m.owner)
+	case *taskSpawned:
+		r.spawned(ctx, m)
+	case *taskChanged:
+		if e, ok := r.tasks[m.snap.ID]; ok {
+			e.snap = m.snap
+		}
+	case *taskSettled:
+		r.settled(ctx, m)
+	case *abandonWait:
+		// Nothing to do when the task is gone: its actor answered every waiter
 		// when it stopped.
-		if e, ok := r.tasks[m.ID]; ok && visible(e.snap.Owner, m.Caller) {
+		if e, ok := r.tasks[m.id]; ok && visible(e.snap.Owner, m.caller) {
 			ctx.Forward(e.pid)
 		}
-	case *messages.AttachSurface:
+
+	// ---- surfaces, listeners, notices ----
+	case *attachSurface:
 		r.nextSurface++
-		r.surfaces[r.nextSurface] = m.Name
-		ctx.Respond(&messages.AttachReply{Handle: r.nextSurface})
-	case *messages.DetachSurface:
-		delete(r.surfaces, m.Handle)
-	case *messages.RegisterAgent:
-		ctx.Respond(&messages.ErrReply{Err: r.register(ctx, m)})
-	case *messages.AddCleanup:
-		a, ok := r.agents[m.Agent]
-		if !ok || (a.disposing && m.Drain == 0) || a.quiesced {
-			ctx.Respond(&messages.AddCleanupReply{Err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.Agent)})
+		r.surfaces[r.nextSurface] = m.name
+		ctx.Respond(&attachReply{handle: r.nextSurface})
+	case *detachSurface:
+		delete(r.surfaces, m.handle)
+	case *subscribe:
+		if r.phase != runtimeOpen {
+			ctx.Respond(&subscribeReply{})
+			return
+		}
+		pid := ctx.Spawn(newListenerProps(r.rt, m.l))
+		r.listeners[pid.Id] = pid
+		ctx.Respond(&subscribeReply{pid: pid})
+	case *unsubscribe:
+		if _, ok := r.listeners[m.pid.Id]; ok {
+			delete(r.listeners, m.pid.Id)
+			ctx.Poison(m.pid)
+		}
+	case *notifyTask:
+		ctx.Respond(r.claimNotice(m.id))
+	case *lookupAgent:
+		a, ok := r.agents[m.id]
+		if !ok || a.phase != agentOpen {
+			ctx.Respond(&agentReply{})
+			return
+		}
+		ctx.Respond(&agentReply{live: true, injector: a.injector})
+
+	// ---- agents ----
+	case *registerAgent:
+		ctx.Respond(&errReply{err: r.register(ctx, m)})
+	case *addCleanup:
+		a, ok := r.agents[m.agent]
+		if !ok || a.phase > agentDraining || (a.phase != agentOpen && m.drain == 0) {
+			ctx.Respond(&addCleanupReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.agent)})
 			return
 		}
 		ctx.Forward(a.pid)
-	case *messages.RemoveCleanup:
-		if a, ok := r.agents[m.Agent]; ok && !a.quiesced {
+	case *removeCleanup:
+		if a, ok := r.agents[m.agent]; ok && a.phase <= agentDraining {
 			ctx.Forward(a.pid)
 		}
-	case *messages.LookupAgent:
-		a, ok := r.agents[m.ID]
-		if !ok || a.disposing {
-			ctx.Respond(&messages.AgentReply{})
-			return
-		}
-		ctx.Respond(&messages.AgentReply{Live: true, Injector: a.injector})
-	case *messages.NotifyTask:
-		ctx.Respond(r.claimNotice(m.ID))
-	case *messages.DisposeAgent:
-		a, ok := r.agents[m.ID]
+	case *disposeAgent:
+		a, ok := r.agents[m.id]
 		if !ok {
-			ctx.Respond(&messages.ErrReply{Err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.ID)})
+			ctx.Respond(&errReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.id)})
 			return
 		}
-		a.waiters = append(a.waiters, ctx.Sender())
+		a.disposers = append(a.disposers, ctx.Sender())
 		r.beginDisposal(ctx, a, "owner disposed")
-	case *messages.AgentQuiesced:
-		if a, ok := r.agents[m.ID]; ok {
-			a.quiesced = true
-			r.maybeFinalize(ctx, a)
+	case *agentQuiesced:
+		if a, ok := r.agents[m.id]; ok && a.phase == agentDraining {
+			r.advanceAgent(ctx, a, agentAwaitingChildren)
 		}
-	case *messages.TeardownDone:
-		r.unownedOwed--
-		r.checkClose(ctx)
-	case *messages.CloseRuntime:
+
+	// ---- close ----
+	case *closeRuntime:
 		r.closeWaiters = append(r.closeWaiters, ctx.Sender())
 		r.beginClose(ctx)
+	case *teardownDone:
+		r.owed--
+		r.advanceClose(ctx)
 	case *actor.Terminated:
-		if a, ok := r.agentPID[m.Who.Id]; ok {
-			a.terminated = true
-			r.maybeFinalize(ctx, a)
+		if a, ok := r.byPID[m.Who.Id]; ok {
+			r.agentGone(ctx, a)
 			return
 		}
-		r.checkClose(ctx)
+		r.advanceClose(ctx)
 	case *actor.Stopped:
 		r.rt.nActors.Add(-1)
+		for _, t := range r.overdue {
+			t.Stop()
+		}
 		for _, w := range r.closeWaiters {
-			r.rt.send(w, &messages.ErrReply{})
+			r.rt.send(w, &errReply{})
 		}
 		close(r.rt.stopped)
+	default:
+		// An unknown message, or an internal one of another actor sent here: log it,
+		// and answer a requester so that it does not wait forever.
+		r.rt.log.Error("taskrt: registry received an unexpected message", "type", fmt.Sprintf("%T", m))
+		if ctx.Sender() != nil {
+			ctx.Respond(fmt.Errorf("%w: the registry does not accept %T", messages.ErrInvalidArgument, m))
+		}
+	}
+}
+
+// byValue answers a public request sent by value instead of by pointer with the
+// matching reply carrying ErrInvalidArgument.
+func (r *registry) byValue(ctx actor.Context, m any) {
+	err := fmt.Errorf("%w: send *messages.%s, not a value", messages.ErrInvalidArgument, reflect.TypeOf(m).Name())
+	switch m.(type) {
+	case messages.GetTask:
+		ctx.Respond(&messages.SnapshotReply{Err: err})
+	case messages.ListTasks:
+		ctx.Respond(&messages.ListReply{Err: err})
+	case messages.ReadTask:
+		ctx.Respond(&messages.ReadReply{Err: err})
+	case messages.KillTask:
+		ctx.Respond(&messages.KillReply{Err: err})
+	case messages.WaitTask:
+		ctx.Respond(&messages.WaitReply{Err: err})
 	}
 }
 
 // ---- starts ----
 
-func (r *registry) reserve(m *messages.ReserveStart) *messages.ReserveStartReply {
-	fail := func(err error) *messages.ReserveStartReply { return &messages.ReserveStartReply{Err: err} }
-	if r.closing {
-		return fail(messages.ErrClosed)
+func (r *registry) reserve(m *reserveStart) *reserveReply {
+	fail := func(err error) *reserveReply { return &reserveReply{err: err} }
+	if r.phase != runtimeOpen {
+		return fail(r.rt.closedErr())
 	}
 	if len(r.surfaces) == 0 {
 		return fail(messages.ErrNoSurface)
 	}
-	if !messages.KindPattern.MatchString(m.Kind) {
-		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.Kind, messages.KindPattern))
+	if !messages.KindPattern.MatchString(m.kind) {
+		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.kind, messages.KindPattern))
 	}
-	if strings.TrimSpace(m.Label) == "" {
+	if strings.TrimSpace(m.label) == "" {
 		return fail(fmt.Errorf("%w: label is empty", messages.ErrInvalidSpec))
 	}
 	b := &r.unowned
-	if m.Owner != "" {
-		a, ok := r.agents[m.Owner]
-		if !ok || a.disposing {
-			return fail(fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.Owner))
+	if m.owner != "" {
+		a, ok := r.agents[m.owner]
+		if !ok || a.phase != agentOpen {
+			return fail(fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.owner))
 		}
 		b = &a.bucket
 	}
 	if limit := r.rt.cfg.ownerLimit; limit > 0 && b.live >= limit {
-		return fail(fmt.Errorf("%w for this owner (limit: %d); use task_kill to stop an unneeded task, wait for it to finish, then retry",
-			messages.ErrOwnerLimit, limit))
+		return fail(&messages.LimitError{Limit: limit, Stopping: r.stopping(b)})
 	}
 	b.live++
 	b.pending++
-	r.pendingTotal++
 	r.nextToken++
-	r.reservations[r.nextToken] = &reservation{kind: m.Kind, label: m.Label, owner: m.Owner, b: b}
-	return &messages.ReserveStartReply{Token: r.nextToken}
+	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b}
+	return &reserveReply{token: r.nextToken}
 }
 
-func (r *registry) commit(ctx actor.Context, m *messages.CommitStart) {
-	res, ok := r.reservations[m.Token]
+// stopping counts a bucket's stopping tasks (for the cap error only).
+func (r *registry) stopping(b *bucket) int {
+	n := 0
+	for _, id := range b.ids {
+		if e, ok := r.tasks[id]; ok && e.snap.Status == messages.Stopping {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *registry) commit(ctx actor.Context, m *commitStart) {
+	res, ok := r.starts[m.token]
 	if !ok {
-		ctx.Respond(&messages.StartReply{Err: fmt.Errorf("%w: unknown start token", messages.ErrInvalidArgument)})
+		// The reservation was abandoned by a teardown that could not wait for this
+		// start any longer (or the token is not ours).
+		err := fmt.Errorf("%w: the start took longer than the settle timeout while its owner was torn down", messages.ErrOwnerUnknown)
+		if r.phase != runtimeOpen {
+			err = r.rt.closedErr()
+		}
+		ctx.Respond(&startReply{err: err})
 		return
 	}
-	delete(r.reservations, m.Token)
+	delete(r.starts, m.token)
 	r.counters[res.kind]++
 	snap := messages.Snapshot{
 		ID:      messages.TaskID(fmt.Sprintf("%s-%d", res.kind, r.counters[res.kind])),
@@ -261,66 +393,104 @@ func (r *registry) commit(ctx actor.Context, m *messages.CommitStart) {
 	}
 	r.rt.nRecords.Add(1)
 	r.rt.nRunning.Add(1)
-	// The task actor announces itself (TaskSpawned) before it answers the starter, so
-	// the index holds the task before anyone can name it. A disposal of the owner
-	// waits for this (the reservation stays pending until TaskSpawned), so the agent
-	// actor is never asked to spawn once it started stopping.
+	// The task actor announces itself (taskSpawned) before it answers the starter, so
+	// the index holds the task before anyone can name it. The reservation stays
+	// pending until taskSpawned, so a disposal of the owner waits for it and the
+	// agent actor is never asked to spawn once it began its teardown.
 	if res.owner == "" {
-		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.Hooks, ctx.Sender()), string(snap.ID)); err != nil {
+		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.hooks, ctx.Sender()), string(snap.ID)); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
 		}
 		return
 	}
-	a := r.agents[res.owner]
-	ctx.Send(a.pid, &messages.SpawnTask{Snapshot: snap, Hooks: m.Hooks, Starter: ctx.Sender()})
+	ctx.Send(r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, starter: ctx.Sender()})
 }
 
-func (r *registry) spawned(ctx actor.Context, m *messages.TaskSpawned) {
+func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.seq++
-	r.tasks[m.Snapshot.ID] = &taskEntry{snap: m.Snapshot, pid: m.PID, seq: r.seq}
+	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq}
 	b := &r.unowned
-	var a *agentEntry
-	if m.Snapshot.Owner != "" {
-		a = r.agents[m.Snapshot.Owner]
-		b = &a.bucket
+	if m.snap.Owner != "" {
+		b = &r.agents[m.snap.Owner].bucket
 	}
-	b.ids = append(b.ids, m.Snapshot.ID)
-	b.pending--
-	r.pendingTotal--
-	if a != nil {
-		r.maybeBegin(ctx, a)
-	} else if r.closing {
+	b.ids = append(b.ids, m.snap.ID)
+	if m.snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
-		r.unownedOwed++
-		ctx.Request(m.PID, &messages.Teardown{Reason: "runtime closed"})
+		r.owed++
+		ctx.Request(m.pid, &teardown{reason: "runtime closed"})
 	}
-	r.checkClose(ctx)
+	r.startResolved(ctx, m.snap.Owner, b)
 }
 
-func (r *registry) resolvePending(ctx actor.Context, res *reservation) {
-	res.b.pending--
-	r.pendingTotal--
-	if res.owner != "" {
-		if a, ok := r.agents[res.owner]; ok {
-			r.maybeBegin(ctx, a)
+// startResolved accounts for a start that committed (and was indexed) or aborted:
+// a disposal or a close waiting for it may go on.
+func (r *registry) startResolved(ctx actor.Context, owner messages.AgentID, b *bucket) {
+	b.pending--
+	if a, ok := r.agents[owner]; ok && owner != "" {
+		r.advanceAgent(ctx, a, a.phase)
+	}
+	r.advanceClose(ctx)
+}
+
+// abandonStarts gives up on the starts in flight of a disposing owner, or on every
+// start in flight of a closing runtime (owner ""): their Run has held a teardown for
+// the settle timeout. Each such start fails at commit, and its caller cancels the
+// work Run started and awaits it (see Tasks.Start).
+func (r *registry) abandonStarts(ctx actor.Context, owner messages.AgentID) {
+	if owner == "" && r.phase == runtimeOpen {
+		return
+	}
+	for token, res := range r.starts {
+		if owner != "" && res.owner != owner {
+			continue
 		}
+		if a, ok := r.agents[res.owner]; ok && a.phase == agentOpen {
+			continue // not being torn down
+		}
+		r.rt.log.Error("taskrt: a start's Run did not return within the settle timeout during teardown; abandoned",
+			"kind", res.kind, "owner", res.owner, "after", r.rt.cfg.settleTimeout)
+		delete(r.starts, token)
+		res.b.live--
+		r.startResolved(ctx, res.owner, res.b)
 	}
-	r.checkClose(ctx)
 }
 
-func (r *registry) settled(m *messages.TaskSettled) {
-	e, ok := r.tasks[m.Snapshot.ID]
+// armStartsOverdue bounds how long a teardown waits for starts in flight: once per
+// disposal (owner) or close (""), the settle timeout later, abandonStarts runs. The
+// timer is stopped when the registry stops.
+func (r *registry) armStartsOverdue(owner messages.AgentID) {
+	if _, armed := r.overdue[owner]; armed {
+		return
+	}
+	self, rt := r.rt.registry, r.rt
+	r.overdue[owner] = time.AfterFunc(rt.cfg.settleTimeout, func() { rt.send(self, &startsOverdue{owner: owner}) })
+}
+
+func (r *registry) disarmStartsOverdue(owner messages.AgentID) {
+	if t, ok := r.overdue[owner]; ok {
+		t.Stop()
+		delete(r.overdue, owner)
+	}
+}
+
+func (r *registry) settled(ctx actor.Context, m *taskSettled) {
+	e, ok := r.tasks[m.snap.ID]
 	if !ok {
 		return
 	}
-	e.snap = m.Snapshot
+	e.snap = m.snap
 	r.rt.nRunning.Add(-1)
-	if m.Snapshot.Owner == "" {
+	if m.snap.Owner == "" {
 		r.unowned.live--
-	} else if a, ok := r.agents[m.Snapshot.Owner]; ok {
+	} else if a, ok := r.agents[m.snap.Owner]; ok {
 		a.live--
 	}
-	r.rt.hub.publish(m.Snapshot)
+	// Listeners are silent from the moment Close begins.
+	if r.phase == runtimeOpen && !r.rt.closing.Load() {
+		for _, pid := range r.listeners {
+			ctx.Send(pid, &settlement{snap: m.snap})
+		}
+	}
 }
 
 // ---- reads ----
@@ -359,156 +529,193 @@ func (r *registry) list(caller messages.AgentID) []messages.Snapshot {
 	return out
 }
 
+// claimNotice hands out the owner's injector for a task's one completion notice.
+func (r *registry) claimNotice(id messages.TaskID) *agentReply {
+	e, ok := r.tasks[id]
+	if !ok || e.notified || e.snap.Reported || !e.snap.Status.Terminal() || e.snap.Owner == "" {
+		return &agentReply{}
+	}
+	a, ok := r.agents[e.snap.Owner]
+	if !ok || a.phase != agentOpen {
+		return &agentReply{}
+	}
+	e.notified = true
+	return &agentReply{live: true, injector: a.injector}
+}
+
 // ---- agents ----
 
-func (r *registry) register(ctx actor.Context, m *messages.RegisterAgent) error {
-	if r.closing {
-		return messages.ErrClosed
+func (r *registry) register(ctx actor.Context, m *registerAgent) error {
+	if r.phase != runtimeOpen {
+		return r.rt.closedErr()
 	}
-	if _, ok := r.agents[m.ID]; ok {
-		return fmt.Errorf("%w: %s", messages.ErrAgentExists, m.ID)
+	if _, ok := r.agents[m.id]; ok {
+		return fmt.Errorf("%w: %s", messages.ErrAgentExists, m.id)
 	}
 	var parent *agentEntry
-	if m.Parent != "" {
-		p, ok := r.agents[m.Parent]
-		if !ok || p.disposing {
-			return fmt.Errorf("%w: parent %s", messages.ErrOwnerUnknown, m.Parent)
+	if m.parent != "" {
+		p, ok := r.agents[m.parent]
+		if !ok || p.phase != agentOpen {
+			return fmt.Errorf("%w: parent %s", messages.ErrOwnerUnknown, m.parent)
 		}
 		parent = p
 	}
-	pid := ctx.Spawn(newAgentProps(r.rt, m.ID))
-	a := &agentEntry{id: m.ID, pid: pid, parent: m.Parent, injector: m.Injector, children: map[messages.AgentID]struct{}{}}
-	r.agents[m.ID] = a
-	r.agentPID[pid.Id] = a
+	pid := ctx.Spawn(newAgentProps(r.rt, m.id))
+	a := &agentEntry{id: m.id, pid: pid, parent: m.parent, injector: m.injector, children: map[messages.AgentID]struct{}{}}
+	r.agents[m.id] = a
+	r.byPID[pid.Id] = a
 	if parent != nil {
-		parent.children[m.ID] = struct{}{}
+		parent.children[m.id] = struct{}{}
 	}
 	r.rt.nAgents.Add(1)
 	return nil
 }
 
-// beginDisposal marks an agent (and, recursively, its child agents) disposing: no new
-// start, no new cleanup except mid-drain ones, no notices. The agent actor is told to
-// begin once no start for it is in flight.
+// beginDisposal starts an agent's disposal and, recursively, its child agents': no
+// new start, no new cleanup except mid-drain ones, no notices.
 func (r *registry) beginDisposal(ctx actor.Context, a *agentEntry, reason string) {
-	if a.disposing {
+	if a.phase != agentOpen {
 		return
 	}
-	a.disposing = true
 	a.reason = reason
+	r.advanceAgent(ctx, a, agentAwaitingStarts)
 	for id := range a.children {
 		if c, ok := r.agents[id]; ok {
 			r.beginDisposal(ctx, c, reason)
 		}
 	}
-	r.maybeBegin(ctx, a)
 }
 
-func (r *registry) maybeBegin(ctx actor.Context, a *agentEntry) {
-	if a.disposing && !a.beginSent && a.pending == 0 {
-		a.beginSent = true
-		ctx.Send(a.pid, &messages.BeginDispose{Reason: a.reason})
-	}
-}
-
-// maybeFinalize moves a disposing agent forward: once it is quiesced and its child
-// agents are gone, drop its records and stop its actor; once the actor terminated,
-// unregister it and answer the Dispose callers.
-func (r *registry) maybeFinalize(ctx actor.Context, a *agentEntry) {
-	if !a.quiesced || len(a.children) > 0 {
+// advanceAgent moves a disposing agent to phase to, then as far as its facts allow.
+// It is the only place an agent's phase changes; each step is named after its rule.
+func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase) {
+	if to < a.phase {
 		return
 	}
-	if !a.stopSent {
-		a.stopSent = true
-		// Remove the routes first, then poison: every request routed before this
-		// point is already in the task's mailbox ahead of the poison pill, so it is
-		// answered; nothing can be routed after.
-		for _, id := range a.ids {
-			if e, ok := r.tasks[id]; ok {
-				delete(r.tasks, id)
-				r.rt.nRecords.Add(-1)
-				if !e.snap.Status.Terminal() {
-					r.rt.nRunning.Add(-1) // cannot happen after teardown; keep the count honest
-				}
-				ctx.Poison(e.pid)
+	a.phase = to
+	for {
+		switch a.phase {
+		case agentAwaitingStarts:
+			// A start in flight for this owner commits (and is torn down with the
+			// rest) or aborts before the agent actor begins: it is never asked to
+			// spawn a task once its teardown began. Starts that outlast the settle
+			// timeout are abandoned.
+			if a.pending > 0 {
+				r.armStartsOverdue(a.id)
+				return
 			}
+			r.disarmStartsOverdue(a.id)
+			a.phase = agentDraining
+			ctx.Send(a.pid, &beginDispose{reason: a.reason})
+		case agentAwaitingChildren:
+			// An agent is gone only after its child agents are (transitive quiescence).
+			if len(a.children) > 0 {
+				return
+			}
+			// Drop the routes first, then poison: every request routed before this
+			// point is already in the task's mailbox ahead of the poison pill, so it
+			// is answered; nothing can be routed after.
+			a.phase = agentStopping
+			for _, id := range a.ids {
+				if e, ok := r.tasks[id]; ok {
+					r.dropRecord(id, e)
+					ctx.Poison(e.pid)
+				}
+			}
+			a.ids = nil
+			ctx.Send(a.pid, &stopAgent{})
+		default: // open, draining, stopping: waiting for an event
+			return
 		}
-		a.ids = nil
-		ctx.Send(a.pid, &messages.StopAgent{})
 	}
-	if !a.terminated {
-		return
-	}
+}
+
+// agentGone finishes a disposal once the agent actor terminated: unregister it,
+// answer the Dispose callers, and let a disposing parent go on.
+func (r *registry) agentGone(ctx actor.Context, a *agentEntry) {
 	delete(r.agents, a.id)
-	delete(r.agentPID, a.pid.Id)
+	delete(r.byPID, a.pid.Id)
 	r.rt.nAgents.Add(-1)
-	for _, w := range a.waiters {
-		ctx.Send(w, &messages.ErrReply{})
+	for _, w := range a.disposers {
+		ctx.Send(w, &errReply{})
 	}
-	a.waiters = nil
 	if p, ok := r.agents[a.parent]; ok {
 		delete(p.children, a.id)
-		if p.disposing {
-			r.maybeFinalize(ctx, p)
-		}
+		r.advanceAgent(ctx, p, p.phase)
 	}
-	r.checkClose(ctx)
+	r.advanceClose(ctx)
 }
 
-// claimNotice hands out the owner's injector for a task's one completion notice.
-func (r *registry) claimNotice(id messages.TaskID) *messages.AgentReply {
-	e, ok := r.tasks[id]
-	if !ok || e.notified || e.snap.Reported || !e.snap.Status.Terminal() || e.snap.Owner == "" {
-		return &messages.AgentReply{}
+func (r *registry) dropRecord(id messages.TaskID, e *taskEntry) {
+	delete(r.tasks, id)
+	r.rt.nRecords.Add(-1)
+	if !e.snap.Status.Terminal() {
+		r.rt.nRunning.Add(-1) // only after a fault; keep the count honest
 	}
-	a, ok := r.agents[e.snap.Owner]
-	if !ok || a.disposing {
-		return &messages.AgentReply{}
-	}
-	e.notified = true
-	return &messages.AgentReply{Live: true, Injector: a.injector}
 }
 
 // ---- close ----
 
 func (r *registry) beginClose(ctx actor.Context) {
-	if r.closing {
-		r.checkClose(ctx)
+	if r.phase != runtimeOpen {
+		r.advanceClose(ctx)
 		return
 	}
-	r.closing = true
+	r.setPhase(runtimeClosing)
 	for _, a := range r.agents {
 		r.beginDisposal(ctx, a, "runtime closed")
 	}
 	for _, id := range r.unowned.ids {
 		if e, ok := r.tasks[id]; ok {
-			r.unownedOwed++
-			ctx.Request(e.pid, &messages.Teardown{Reason: "runtime closed"})
+			r.owed++
+			ctx.Request(e.pid, &teardown{reason: "runtime closed"})
 		}
 	}
-	r.checkClose(ctx)
+	if r.unowned.pending > 0 {
+		r.armStartsOverdue("")
+	}
+	r.advanceClose(ctx)
 }
 
-// checkClose stops the registry once a close is under way and everything settled:
-// no start in flight, no agent left, every unowned task torn down. The unowned task
-// actors are poisoned first (after their routes are removed) and the registry stops
-// when they have terminated.
-func (r *registry) checkClose(ctx actor.Context) {
-	if !r.closing || r.pendingTotal > 0 || len(r.agents) > 0 || r.unownedOwed > 0 {
-		return
-	}
-	if !r.unownedPoison {
-		r.unownedPoison = true
+// advanceClose moves a closing runtime on: once no start is in flight, no agent is
+// left and every unowned task answered its teardown, the unowned task actors and the
+// listener actors are poisoned (routes removed first), and the registry stops once
+// they have terminated.
+func (r *registry) advanceClose(ctx actor.Context) {
+	switch r.phase {
+	case runtimeClosing:
+		if len(r.starts) > 0 || len(r.agents) > 0 || r.owed > 0 || r.unowned.pending > 0 {
+			return
+		}
+		r.setPhase(runtimeStopping)
+		r.disarmStartsOverdue("")
 		for _, id := range r.unowned.ids {
 			if e, ok := r.tasks[id]; ok {
-				delete(r.tasks, id)
-				r.rt.nRecords.Add(-1)
+				r.dropRecord(id, e)
 				ctx.Poison(e.pid)
 			}
 		}
 		r.unowned.ids = nil
+		for id, pid := range r.listeners {
+			delete(r.listeners, id)
+			ctx.Poison(pid)
+		}
+		fallthrough
+	case runtimeStopping:
+		if len(ctx.Children()) == 0 {
+			ctx.Stop(ctx.Self())
+		}
 	}
-	if len(ctx.Children()) == 0 {
-		ctx.Stop(ctx.Self())
+}
+
+// setPhase is the only place the runtime's phase changes.
+func (r *registry) setPhase(p runtimePhase) {
+	if p > r.phase {
+		r.phase = p
+		r.rt.closing.Store(true)
 	}
+}
+
+func notFound(id messages.TaskID) error {
+	return fmt.Errorf("%w: %s", messages.ErrTaskNotFound, id)
 }

@@ -98,7 +98,8 @@ func TestStartWithoutSurfaceFailsWithExactMessage(t *testing.T) {
 	f := newFake()
 	_, err = rt.Tasks().Start(bg, f.spec("bash", "", false))
 	require.ErrorIs(t, err, messages.ErrNoSurface)
-	assert.Equal(t, "background tasks unavailable: no control surface is attached (load the task tools)", err.Error())
+	assert.Equal(t, "background tasks unavailable: no control surface is attached", err.Error(),
+		"the runtime states the fact; package tools adds the advice for a model")
 	assert.Zero(t, f.ranCount)
 
 	detach := rt.Tasks().AttachSurface("tools")
@@ -136,11 +137,14 @@ func TestOwnerCap(t *testing.T) {
 	id1 := start(t, rt, f1.spec("bash", "a1", false))
 	start(t, rt, f2.spec("bash", "a1", false))
 
-	t.Run("over the cap fails with the limit and the way out, before Run", func(t *testing.T) {
+	t.Run("over the cap fails with the limit, before Run", func(t *testing.T) {
 		f := newFake()
 		_, err := rt.Tasks().Start(bg, f.spec("bash", "a1", false))
 		require.ErrorIs(t, err, messages.ErrOwnerLimit)
-		assert.Equal(t, "background task limit reached for this owner (limit: 2); use task_kill to stop an unneeded task, wait for it to finish, then retry", err.Error())
+		assert.Equal(t, "background task limit reached for this owner (limit: 2)", err.Error())
+		var le *messages.LimitError
+		require.ErrorAs(t, err, &le)
+		assert.Equal(t, messages.LimitError{Limit: 2}, *le)
 		assert.Zero(t, f.ranCount)
 	})
 	t.Run("another owner has its own bucket", func(t *testing.T) {
@@ -157,6 +161,10 @@ func TestOwnerCap(t *testing.T) {
 		require.Equal(t, messages.KillRequested, res)
 		_, err = rt.Tasks().Start(bg, newFake().spec("bash", "a1", false))
 		require.ErrorIs(t, err, messages.ErrOwnerLimit)
+		var le *messages.LimitError
+		require.ErrorAs(t, err, &le)
+		assert.Equal(t, messages.LimitError{Limit: 2, Stopping: 1}, *le, "the error counts the stopping task")
+		assert.Equal(t, "background task limit reached for this owner (limit: 2; 1 stopping)", err.Error())
 		f1.finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
 		settleWait(t, rt, id1, "a1")
 		f := newFake()

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -9,315 +10,420 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// task is the actor of one background task. It owns the task's status, its read
-// cursor (the producer's consuming ReadOutput is only ever called here, one call at a
-// time), the final outcome and the pending waiters. It is the only writer of its
-// snapshot; every change is mirrored to the registry's index (TaskChanged,
-// TaskSettled) before the caller that caused it is answered, so a Get that follows a
-// reply always sees the change.
+// task is the actor of one background task. It owns the task's phase and snapshot,
+// its read cursor (the producer's consuming ReadOutput is only ever called here, one
+// call at a time), the final outcome, the pending waiters and the kills in flight. It
+// is the only writer of its snapshot; every change is sent to the registry's index
+// (taskChanged, taskSettled) before the caller that caused it is answered, so a Get
+// that follows a reply always sees the change.
 //
-// State machine (see package messages for the statuses):
+// Its life, in phases (transition is the only place the phase changes):
 //
-//	running ──Kill ok / Teardown──▶ stopping
-//	running | stopping ──Done outcome──────────────────────▶ terminal
-//	running | stopping ──Done closed without outcome───────▶ failed  (contract violation)
-//	running | stopping ──Cancel error during Teardown──────▶ failed  (cancel threw …)
-//	stopping ──SettleTimeout after Teardown────────────────▶ failed  (abandoned …)
+//	          killAccepted (Cancel returned nil)
+//	          teardownBegan (before Cancel is called)
+//	running ─────────────────────────────────────▶ stopping
+//	   │                                              │
+//	   │ outcomeDelivered, doneClosedEmpty            │ outcomeDelivered, doneClosedEmpty,
+//	   │                                              │ teardownCancelFailed, settleTimedOut
+//	   ▼                                              ▼
+//	settled ◀─────────────────────────────────────────┘
+//	   │ (actor stopped: owner disposed, runtime closed)
+//	   ▼
+//	released — the producer's Release has run (after every Cancel call returned)
 //
-// The task actor lives until its record is dropped (owner disposed, runtime closed),
-// so reads of a terminal task keep working; the registry then poisons it, and its
-// Stopped handler calls the producer's Release.
+// The Done channel is watched on a goroutine that sends the outcome home, and Cancel
+// runs on a goroutine that sends its result home, so no producer code ever runs on
+// the mailbox except the non-blocking ReadOutput.
 type task struct {
 	rt      *Runtime
 	self    *actor.PID
+	phase   taskPhase
 	snap    messages.Snapshot
 	hooks   messages.Hooks
-	starter *actor.PID // answered with StartReply once the registry indexed the task
+	starter *actor.PID // answered with startReply once the registry indexed the task
 	output  string     // final output, final-only kinds
 
-	waiters    []*actor.PID // pending WaitTask senders
-	teardownBy *actor.PID   // who asked for Teardown; answered TeardownDone at settlement
-	tdAnswered bool         // TeardownDone sent
-	inFlight   int          // Cancel calls not yet returned; the record is not released before they do
-	killsIn    int          // of those, the ones a KillTask made
-	abandon    chan struct{}
-	settleT    *time.Timer // armed by an accepted Teardown cancel
+	waiters    []*waiter    // pending waits, in arrival order
+	nextWaiter uint64       // numbers waiters for their timers
+	kills      []*actor.PID // KillTask requesters whose Cancel call is in flight
+	teardownBy *actor.PID   // who asked for teardown; answered teardownDone, then cleared
+
+	cancels   sync.WaitGroup // Cancel calls in flight; Release waits for them
+	inFlight  int            // the same count, as the mailbox sees it
+	watchStop chan struct{}  // closed to stop the Done watcher
+	settleT   *time.Timer    // armed by teardown; fires settleTimeout
+	overdue   bool           // the settle timer fired: answer teardown even with a Cancel hung
 }
 
-// Self-messages of the task actor.
-type (
-	outcomeMsg struct {
-		outcome messages.Outcome
-		ok      bool // false: Done was closed without a value
-	}
-	cancelResult struct {
-		err      error
-		teardown bool
-		reason   string
-		sender   *actor.PID // the KillTask requester
-	}
-	settleTimeoutMsg struct{}
+type taskPhase int
+
+const (
+	phaseRunning  taskPhase = iota // the producer's work is live
+	phaseStopping                  // cancel accepted or teardown begun; awaiting Done
+	phaseSettled                   // terminal; serves reads until the actor stops
+)
+
+// waiter is one pending WaitTask.
+type waiter struct {
+	n     uint64
+	pid   *actor.PID
+	timer *time.Timer
+}
+
+// The transitions of a task, each named after the rule it implements.
+type taskTransition int
+
+const (
+	// killAccepted: a kill whose Cancel returned nil moves running → stopping; a
+	// failing Cancel leaves the task untouched (checklist 6).
+	killAccepted taskTransition = iota
+	// teardownBegan: teardown (dispose, close) moves running → stopping before the
+	// producer's Cancel is called, so no observer sees running once the producer was
+	// asked to stop (checklist 4).
+	teardownBegan
+	// outcomeDelivered: the first outcome Done delivers settles the task (checklist 4).
+	outcomeDelivered
+	// doneClosedEmpty: Done closed without an outcome is a producer contract violation
+	// that fails the task (checklist 12).
+	doneClosedEmpty
+	// teardownCancelFailed: a Cancel that errors during teardown force-fails the task,
+	// and teardown goes on (checklist 12).
+	teardownCancelFailed
+	// settleTimedOut: a torn-down task that does not settle within SettleTimeout is
+	// recorded failed as abandoned (checklist 10).
+	settleTimedOut
 )
 
 func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, starter *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter, abandon: make(chan struct{})}
+		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter, watchStop: make(chan struct{})}
 	}, actor.WithDispatcher(rt.pool))
 }
 
 func (t *task) Receive(ctx actor.Context) {
-	defer func() {
-		// The runtime's own code should never panic here; if it does, the task is
-		// recorded failed rather than restarted (a restart would lose the outcome).
-		if p := recover(); p != nil {
-			t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "panic", fmt.Sprint(p))
-			t.settle(ctx, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", p)})
-		}
-	}()
+	// The runtime's own code should never panic here; if it does, the task is
+	// recorded failed rather than restarted (a restart would lose the outcome and
+	// could never be what a background task wants).
+	if err := contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
+		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*PanicError).Stack))
+		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*PanicError).Value)})
+	}
+}
+
+func (t *task) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
 		t.self = ctx.Self()
-		ctx.Send(t.rt.registry, &messages.TaskSpawned{Snapshot: t.snap, PID: t.self})
+		ctx.Send(t.rt.registry, &taskSpawned{snap: t.snap, pid: t.self})
 		if t.starter != nil {
-			ctx.Send(t.starter, &messages.StartReply{ID: t.snap.ID})
+			ctx.Send(t.starter, &startReply{id: t.snap.ID})
 			t.starter = nil
 		}
 		t.watchDone()
 	case *outcomeMsg:
-		if !m.ok {
-			t.rt.log.Error("taskrt: producer contract violation: Done closed without an outcome", "task", t.snap.ID)
-			t.settle(ctx, messages.Outcome{Status: messages.Failed, Detail: "producer contract violation: Done closed without an outcome"})
-			return
-		}
-		if !m.outcome.Status.Terminal() {
-			t.rt.log.Error("taskrt: producer contract violation: non-terminal outcome", "task", t.snap.ID, "status", m.outcome.Status)
-			t.settle(ctx, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("producer contract violation: outcome status %q is not terminal", m.outcome.Status)})
-			return
-		}
-		t.settle(ctx, m.outcome)
+		t.outcome(ctx, m)
 	case *messages.ReadTask:
 		t.read(ctx)
 	case *messages.KillTask:
-		if t.snap.Status.Terminal() {
+		if t.phase == phaseSettled {
+			// The reply carries the terminal status to the model: it has seen the end.
+			t.report(ctx)
 			ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
 			return
 		}
-		t.cancelAsync(&cancelResult{reason: m.Reason, sender: ctx.Sender()})
+		t.kills = append(t.kills, ctx.Sender())
+		t.cancelAsync(m.Reason, false, ctx.Sender())
 	case *messages.WaitTask:
-		if t.snap.Status.Terminal() {
-			t.markReported(ctx)
-			ctx.Respond(&messages.WaitReply{Snapshot: t.snap})
-			return
-		}
-		t.waiters = append(t.waiters, ctx.Sender())
-	case *messages.AbandonWait:
-		for i, w := range t.waiters {
-			if w.Equal(m.Waiter) {
-				t.waiters = append(t.waiters[:i], t.waiters[i+1:]...)
-				ctx.Send(w, &messages.WaitReply{Snapshot: t.snap, Abandoned: true})
-				return
-			}
-		}
-	case *messages.Teardown:
+		t.wait(ctx, m)
+	case *abandonWait:
+		t.endWait(ctx, func(w *waiter) bool { return w.pid.Equal(m.waiter) })
+	case *waitTimeout:
+		t.endWait(ctx, func(w *waiter) bool { return w.n == m.n })
+	case *teardown:
 		t.teardownBy = ctx.Sender()
-		if t.snap.Status.Terminal() {
+		if t.phase == phaseSettled {
 			t.answerTeardown(ctx)
 			return
 		}
 		// Teardown marks the task reported: no notice goes to a dying owner.
-		t.markReported(ctx)
-		t.cancelAsync(&cancelResult{reason: m.Reason, teardown: true})
+		t.report(ctx)
+		t.transition(ctx, teardownBegan, messages.Outcome{})
+		if t.settleT == nil {
+			self, rt := t.self, t.rt
+			t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { rt.send(self, &settleTimeout{}) })
+		}
+		t.cancelAsync(m.reason, true, nil)
 	case *cancelResult:
 		t.cancelled(ctx, m)
-	case *settleTimeoutMsg:
-		if !t.snap.Status.Terminal() {
+	case *settleTimeout:
+		t.overdue = true
+		if t.phase != phaseSettled {
 			t.rt.nAbandoned.Add(1)
 			t.rt.log.Error("taskrt: task did not settle after cancel; abandoned", "task", t.snap.ID, "after", t.rt.cfg.settleTimeout)
-			t.settle(ctx, messages.Outcome{Status: messages.Failed,
+			t.transition(ctx, settleTimedOut, messages.Outcome{Status: messages.Failed,
 				Detail: fmt.Sprintf("abandoned: did not settle within %s after cancel", t.rt.cfg.settleTimeout)})
 		}
+		t.answerTeardown(ctx)
 	case *actor.Stopped:
 		t.stopped()
 	}
 }
 
+// transition is the only place the task's phase and status change. It returns
+// false when the transition does not apply (the task already settled: the first
+// settled outcome wins, and a terminal snapshot is immutable but for Reported).
+func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outcome) bool {
+	switch tr {
+	case killAccepted, teardownBegan:
+		if t.phase != phaseRunning {
+			return false
+		}
+		t.phase = phaseStopping
+		t.snap.Status = messages.Stopping
+		ctx.Send(t.rt.registry, &taskChanged{snap: t.snap})
+		return true
+	default: // outcomeDelivered, doneClosedEmpty, teardownCancelFailed, settleTimedOut
+		if t.phase == phaseSettled {
+			return false
+		}
+		t.phase = phaseSettled
+		t.snap.Status = o.Status
+		t.snap.Detail = o.Detail
+		t.snap.Finished = time.Now()
+		if t.hooks.ReadOutput == nil {
+			t.output = o.Output
+		}
+		// A wait pending at settlement returns the terminal state, and a kill in
+		// flight answers for it: either way the model learns of the end.
+		if t.liveWaiters() > 0 || len(t.kills) > 0 {
+			t.markReported()
+		}
+		close(t.watchStop)
+		ctx.Send(t.rt.registry, &taskSettled{snap: t.snap})
+		for _, w := range t.waiters {
+			w.timer.Stop()
+			ctx.Send(w.pid, &messages.WaitReply{Snapshot: t.snap})
+		}
+		t.waiters = nil
+		t.answerTeardown(ctx)
+		return true
+	}
+}
+
+// report marks the task reported and tells the registry: the model has seen the
+// task's end, killed it, or teardown ended it, so no completion notice will be sent.
+func (t *task) report(ctx actor.Context) {
+	if t.markReported() {
+		ctx.Send(t.rt.registry, &taskChanged{snap: t.snap})
+	}
+}
+
+// markReported is the one place Reported is set; it reports whether it changed.
+// Reported only ever goes from false to true.
+func (t *task) markReported() bool {
+	if t.snap.Reported {
+		return false
+	}
+	t.snap.Reported = true
+	return true
+}
+
+func (t *task) outcome(ctx actor.Context, m *outcomeMsg) {
+	switch {
+	case !m.ok:
+		t.rt.log.Error("taskrt: producer contract violation: Done closed without an outcome", "task", t.snap.ID)
+		t.transition(ctx, doneClosedEmpty, messages.Outcome{Status: messages.Failed,
+			Detail: "producer contract violation: Done closed without an outcome"})
+	case !m.outcome.Status.Terminal():
+		t.rt.log.Error("taskrt: producer contract violation: non-terminal outcome", "task", t.snap.ID, "status", m.outcome.Status)
+		t.transition(ctx, doneClosedEmpty, messages.Outcome{Status: messages.Failed,
+			Detail: fmt.Sprintf("producer contract violation: outcome status %q is not terminal", m.outcome.Status)})
+	default:
+		t.transition(ctx, outcomeDelivered, m.outcome)
+	}
+}
+
 // watchDone waits for the producer's Done off the mailbox and sends the outcome home.
 func (t *task) watchDone() {
-	done, abandon, self, rt := t.hooks.Done, t.abandon, t.self, t.rt
+	done, stop, self, rt := t.hooks.Done, t.watchStop, t.self, t.rt
 	rt.goSafe("done watcher", func() {
 		select {
 		case o, ok := <-done:
 			rt.send(self, &outcomeMsg{outcome: o, ok: ok})
-		case <-abandon:
+		case <-stop:
 		}
 	})
 }
 
-// cancelAsync calls the producer's Cancel off the mailbox; the result comes back as
-// a cancelResult.
-func (t *task) cancelAsync(r *cancelResult) {
+// cancelAsync calls the producer's Cancel off the mailbox; the result comes back as a
+// cancelResult.
+func (t *task) cancelAsync(reason string, isTeardown bool, sender *actor.PID) {
 	t.inFlight++
-	if !r.teardown {
-		t.killsIn++
-	}
+	t.cancels.Add(1)
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
 	rt.goSafe("cancel", func() {
-		r.err = cancelContained(cancel, r.reason)
-		rt.send(self, r)
+		defer t.cancels.Done()
+		err := contain("cancel", func() error { return cancel(reason) })
+		rt.send(self, &cancelResult{err: err, teardown: isTeardown, sender: sender})
 	})
 }
 
 func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 	t.inFlight--
-	if !r.teardown {
-		t.killsIn--
-	}
-	defer t.answerTeardown(ctx)
 	if r.teardown {
-		if t.snap.Status.Terminal() {
-			return // settled meanwhile
-		}
-		if r.err != nil {
+		if r.err != nil && t.phase != phaseSettled {
 			t.rt.log.Error("taskrt: cancel failed during teardown", "task", t.snap.ID, "err", r.err)
-			t.settle(ctx, messages.Outcome{Status: messages.Failed,
+			t.transition(ctx, teardownCancelFailed, messages.Outcome{Status: messages.Failed,
 				Detail: fmt.Sprintf("cancel threw during teardown; work may be orphaned: %v", r.err)})
-			return
 		}
-		t.toStopping(ctx)
-		if t.settleT == nil {
-			self, rt := t.self, t.rt
-			t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { rt.send(self, &settleTimeoutMsg{}) })
-		}
+		t.answerTeardown(ctx)
 		return
 	}
-	if t.snap.Status.Terminal() {
+	t.dropKill(r.sender)
+	switch {
+	case t.phase == phaseSettled:
 		// The work settled while Cancel ran (a process that dies at once on SIGTERM):
-		// the kill was accepted and is what ended it. The settlement was already
-		// marked reported because this kill was in flight.
+		// the kill was accepted and is what ended it; the settlement was marked
+		// reported because this kill was in flight.
 		res := messages.KillRequested
 		if r.err != nil {
 			res = messages.KillAlreadyTerminal
 		}
 		ctx.Send(r.sender, &messages.KillReply{Result: res})
-		return
-	}
-	if r.err != nil {
+	case r.err != nil:
 		ctx.Send(r.sender, &messages.KillReply{Err: fmt.Errorf("%w for task %s: %w", messages.ErrCancelFailed, t.snap.ID, r.err)})
+	default:
+		t.report(ctx)
+		t.transition(ctx, killAccepted, messages.Outcome{})
+		ctx.Send(r.sender, &messages.KillReply{Result: messages.KillRequested})
+	}
+	t.answerTeardown(ctx)
+}
+
+func (t *task) dropKill(pid *actor.PID) {
+	for i, k := range t.kills {
+		if k == pid {
+			t.kills = append(t.kills[:i], t.kills[i+1:]...)
+			return
+		}
+	}
+}
+
+func (t *task) wait(ctx actor.Context, m *messages.WaitTask) {
+	if m.Timeout <= 0 {
+		ctx.Respond(&messages.WaitReply{Err: invalidWaitTimeout(m.Timeout)})
 		return
 	}
-	t.snap.Reported = true
-	t.toStopping(ctx)
-	ctx.Send(r.sender, &messages.KillReply{Result: messages.KillRequested})
+	if t.phase == phaseSettled {
+		t.report(ctx)
+		ctx.Respond(&messages.WaitReply{Snapshot: t.snap})
+		return
+	}
+	t.nextWaiter++
+	n, self, rt := t.nextWaiter, t.self, t.rt
+	t.waiters = append(t.waiters, &waiter{n: n, pid: ctx.Sender(),
+		timer: time.AfterFunc(m.Timeout, func() { rt.send(self, &waitTimeout{n: n}) })})
 }
 
-func (t *task) toStopping(ctx actor.Context) {
-	if t.snap.Status == messages.Running {
-		t.snap.Status = messages.Stopping
+// endWait answers and removes the first pending waiter that matches, with the current
+// (non-terminal) snapshot: its deadline passed, or its requester gave up.
+func (t *task) endWait(ctx actor.Context, match func(*waiter) bool) {
+	for i, w := range t.waiters {
+		if match(w) {
+			w.timer.Stop()
+			t.waiters = append(t.waiters[:i], t.waiters[i+1:]...)
+			ctx.Send(w.pid, &messages.WaitReply{Snapshot: t.snap})
+			return
+		}
 	}
-	ctx.Send(t.rt.registry, &messages.TaskChanged{Snapshot: t.snap})
 }
 
-func (t *task) markReported(ctx actor.Context) {
-	if !t.snap.Reported {
-		t.snap.Reported = true
-		ctx.Send(t.rt.registry, &messages.TaskChanged{Snapshot: t.snap})
+// liveWaiters counts the waiters whose requester is still there to receive the
+// answer: a protoactor future that timed out has left the process registry, and its
+// wait must not mark the task reported, or the notice would be lost.
+func (t *task) liveWaiters() int {
+	n := 0
+	for _, w := range t.waiters {
+		if t.rt.alive(w.pid) {
+			n++
+		}
 	}
+	return n
 }
 
 func (t *task) read(ctx actor.Context) {
 	var out string
 	if t.hooks.ReadOutput != nil {
+		if !t.rt.alive(ctx.Sender()) {
+			return // nobody would receive the delta: do not consume it
+		}
 		var err error
-		out, err = readContained(t.hooks.ReadOutput)
+		out, err = containValue("read output", func() (string, error) { return t.hooks.ReadOutput(), nil })
 		if err != nil {
 			t.rt.log.Error("taskrt: ReadOutput panicked", "task", t.snap.ID, "err", err)
 			ctx.Respond(&messages.ReadReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
 			return
 		}
-	} else if t.snap.Status.Terminal() {
+	} else if t.phase == phaseSettled {
 		out = t.output
 	}
-	if t.snap.Status.Terminal() {
-		t.markReported(ctx)
+	if t.phase == phaseSettled {
+		t.report(ctx)
 	}
 	ctx.Respond(&messages.ReadReply{Result: messages.ReadResult{Output: out, Snapshot: t.snap}})
 }
 
-func readContained(read func() string) (out string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("producer panicked: %v", p)
-		}
-	}()
-	return read(), nil
-}
-
-// settle records the first terminal outcome and tells everyone who is owed a word:
-// the registry (index, cap slot, listeners), the waiters, and a teardown requester.
-func (t *task) settle(ctx actor.Context, o messages.Outcome) {
-	if t.snap.Status.Terminal() {
-		return // the first settled outcome wins
-	}
-	t.snap.Status = o.Status
-	t.snap.Detail = o.Detail
-	t.snap.Finished = time.Now()
-	if t.hooks.ReadOutput == nil {
-		t.output = o.Output
-	}
-	if len(t.waiters) > 0 || t.killsIn > 0 {
-		// A wait pending at settlement returns the terminal state; a kill in flight
-		// answers for it: either way the model learns of the end without a notice.
-		t.snap.Reported = true
-	}
-	t.stopWatching()
-	ctx.Send(t.rt.registry, &messages.TaskSettled{Snapshot: t.snap})
-	for _, w := range t.waiters {
-		ctx.Send(w, &messages.WaitReply{Snapshot: t.snap})
-	}
-	t.waiters = nil
-	t.answerTeardown(ctx)
-}
-
 // answerTeardown tells the teardown requester the task is done with, once it is
-// terminal and no Cancel call is still running: the record (and the producer's
-// Release) must not go while producer code still runs for this task.
+// settled and no Cancel call is still running (the record, and the producer's
+// Release, must not go while producer code still runs for this task) — or once the
+// settle timer fired, so that a Cancel that hangs cannot hold a disposal forever.
 func (t *task) answerTeardown(ctx actor.Context) {
-	if t.teardownBy != nil && !t.tdAnswered && t.snap.Status.Terminal() && t.inFlight == 0 {
-		t.tdAnswered = true
-		ctx.Send(t.teardownBy, &messages.TeardownDone{ID: t.snap.ID})
+	if t.teardownBy == nil || t.phase != phaseSettled || (t.inFlight > 0 && !t.overdue) {
+		return
 	}
-}
-
-func (t *task) stopWatching() {
-	select {
-	case <-t.abandon:
-	default:
-		close(t.abandon)
-	}
+	ctx.Send(t.teardownBy, &teardownDone{id: t.snap.ID})
+	t.teardownBy = nil
 	if t.settleT != nil {
 		t.settleT.Stop()
 	}
 }
 
-// stopped runs when the record is dropped: answer any waiter still pending (none can
-// be, since records are dropped only after settlement, but a waiter must never hang),
-// stop watching Done, and let the producer release what it kept for reads.
+// stopped runs when the record is dropped. Any waiter still pending is answered (none
+// should be: records are dropped after settlement), and a task stopped while its work
+// is live (only when the runtime failed) has its work cancelled. Release runs once
+// every Cancel call returned.
 func (t *task) stopped() {
 	t.rt.nActors.Add(-1)
 	for _, w := range t.waiters {
-		t.rt.send(w, &messages.WaitReply{Snapshot: t.snap})
+		w.timer.Stop()
+		t.rt.send(w.pid, &messages.WaitReply{Snapshot: t.snap})
 	}
 	t.waiters = nil
-	t.stopWatching()
-	if t.hooks.Release != nil {
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					t.rt.log.Error("taskrt: Release panicked", "task", t.snap.ID, "panic", fmt.Sprint(p))
-				}
-			}()
-			t.hooks.Release()
-		}()
+	if t.settleT != nil {
+		t.settleT.Stop()
 	}
+	if t.phase != phaseSettled {
+		close(t.watchStop)
+		t.rt.log.Error("taskrt: task actor stopped before its work settled; cancelling it", "task", t.snap.ID)
+		t.cancelAsync("runtime failed", true, nil)
+	}
+	release := t.hooks.Release
+	if release == nil {
+		return
+	}
+	run := func() {
+		if err := contain("release", func() error { release(); return nil }); err != nil {
+			t.rt.log.Error("taskrt: Release panicked", "task", t.snap.ID, "err", err)
+		}
+	}
+	if t.inFlight == 0 {
+		run()
+		return
+	}
+	t.rt.goSafe("release", func() { t.cancels.Wait(); run() })
+}
+
+func invalidWaitTimeout(d time.Duration) error {
+	return fmt.Errorf("%w: invalid wait timeout %s: it must be positive", messages.ErrInvalidArgument, d)
 }

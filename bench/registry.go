@@ -52,7 +52,7 @@ type Registry interface {
 func NewRegistry(impl Impl) (Registry, error) {
 	switch impl {
 	case ImplActors:
-		rt, err := actors.NewRuntime(actors.WithOwnerLimit(0))
+		rt, err := actors.NewRuntime(actors.WithoutOwnerLimit())
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +115,7 @@ func (a *actorsRegistry) Close(ctx context.Context) error {
 // from the root context through the registry's mailbox to the task actor's, in order,
 // so when the Read is answered the wait is registered in the task actor.
 func (a *actorsRegistry) waitRegistered(ctx context.Context, id messages.TaskID, caller messages.AgentID) (func() (messages.Snapshot, error), error) {
-	f := a.rt.ActorSystem().Root.RequestFuture(a.rt.Registry(), &messages.WaitTask{ID: id, Caller: caller}, time.Minute)
+	f := a.rt.ActorSystem().Root.RequestFuture(a.rt.Registry(), &messages.WaitTask{ID: id, Caller: caller, Timeout: time.Minute}, 2*time.Minute)
 	if _, err := a.rt.Tasks().Read(ctx, id, caller); err != nil {
 		return nil, err
 	}

@@ -1,14 +1,17 @@
-// Package messages is the vocabulary of taskrt: task and agent identifiers, the
-// task status machine, the producer contract (Spec, Hooks, Outcome), the read-only
+// Package messages is the vocabulary of taskrt: task and agent identifiers, the task
+// status machine, the producer contract (Spec, Hooks, Outcome), the read-only
 // projections handed to callers (Snapshot, ReadResult), the sentinel errors, and the
-// request/reply protocol of the runtime's actors.
+// requests an embedder may send to the runtime's registry actor.
 //
-// It imports nothing of taskrt's own, so producers (producers/...) and embedders can
-// depend on it without pulling in the actor runtime.
+// It imports nothing but the standard library (`go list -deps ./messages` lists no
+// module), so producers (producers/...) and embedders can depend on it without pulling
+// in the actor runtime. Nothing in it holds a process handle: tasks and agents are
+// named by id, so that what embedders send and receive could one day cross machines.
 //
 // The task state machine, which the runtime (package actors) enforces:
 //
-//	          Kill / teardown (Cancel returned nil)
+//	          Kill (Cancel returned nil)
+//	          or teardown (before Cancel is called)
 //	running ─────────────────────────────────────▶ stopping
 //	   │                                              │
 //	   │ Done delivers an Outcome                     │ Done delivers an Outcome,

@@ -1,25 +1,29 @@
 package messages
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Check them with errors.Is: the runtime wraps them with the
-// specifics (the id, the limit, the producer's error).
+// specifics (the id, the limit, the producer's error). They state facts; advice meant
+// for a model (which tool to call next) is added by package tools.
 var (
 	// ErrTaskNotFound is returned for an unknown id and, with the same text, for a
 	// task the caller may not reach; the two are indistinguishable by design.
 	ErrTaskNotFound = errors.New("task not found")
 	// ErrNoSurface is returned by Start while no control surface is attached.
-	ErrNoSurface = errors.New("background tasks unavailable: no control surface is attached (load the task tools)")
+	ErrNoSurface = errors.New("background tasks unavailable: no control surface is attached")
 	// ErrInvalidSpec is returned by Start for a malformed Spec or Hooks.
 	ErrInvalidSpec = errors.New("invalid task spec")
 	// ErrInvalidArgument is returned for a malformed argument such as a
-	// non-positive wait timeout.
+	// non-positive wait timeout, or a request sent by value instead of by pointer.
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrOwnerUnknown is returned when the named agent is not registered or is
 	// being disposed.
 	ErrOwnerUnknown = errors.New("owner agent unknown or disposing")
 	// ErrOwnerLimit is returned by Start when the owner already holds its cap of
-	// running and stopping tasks.
+	// running and stopping tasks. The error is a *LimitError.
 	ErrOwnerLimit = errors.New("background task limit reached")
 	// ErrClosed is returned by every call once the runtime is closed (or closing,
 	// for calls that would start something).
@@ -33,3 +37,24 @@ var (
 	// ErrAgentExists is returned by Register for an id that is already registered.
 	ErrAgentExists = errors.New("agent already registered")
 )
+
+// LimitError is the error Start returns when the owner (or the unowned bucket)
+// already holds its cap of live tasks: running ones, stopping ones (cancelled, not yet
+// settled — each holds its slot until it settles) and starts in flight.
+// errors.Is(err, ErrOwnerLimit) reports true for it.
+type LimitError struct {
+	Limit    int // the cap
+	Stopping int // how many of the slots are held by stopping tasks
+}
+
+// Error names the limit, and the stopping tasks when there are any:
+// "background task limit reached for this owner (limit: 10)".
+func (e *LimitError) Error() string {
+	if e.Stopping > 0 {
+		return fmt.Sprintf("%s for this owner (limit: %d; %d stopping)", ErrOwnerLimit, e.Limit, e.Stopping)
+	}
+	return fmt.Sprintf("%s for this owner (limit: %d)", ErrOwnerLimit, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrOwnerLimit) true.
+func (e *LimitError) Is(target error) bool { return target == ErrOwnerLimit }

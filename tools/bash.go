@@ -195,7 +195,7 @@ func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd 
 	spec := b.run.Spec(caller, cmd)
 	id, err := b.rt.Tasks().Start(ctx, spec)
 	if err != nil {
-		return errResult(err)
+		return startErrResult(err)
 	}
 	text := startedText(id, spec.Kind, spec.Label)
 	if caller == "" {

@@ -118,6 +118,29 @@ func joinLines(parts ...string) string {
 // errResult is a tool error with a one-line reason.
 func errResult(err error) Result { return Result{Text: oneLine(err.Error()), IsError: true} }
 
+// startErrResult is the tool error of a background start that failed. The runtime's
+// errors state facts; this is where they get the advice a model needs to get on:
+//
+//	background tasks unavailable: no control surface is attached (load the task tools)
+//	background task limit reached for this owner (limit: 10); use task_kill to stop an unneeded task, wait for it to finish, then retry
+//	background task limit reached for this owner (limit: 10; 2 stopping); the 2 stopping tasks free their slots when they exit: wait for them with task_output (wait: true), or use task_kill to stop another task, then retry
+func startErrResult(err error) Result {
+	var limit *messages.LimitError
+	switch {
+	case errors.Is(err, messages.ErrNoSurface):
+		return Result{Text: messages.ErrNoSurface.Error() + " (load the task tools)", IsError: true}
+	case errors.As(err, &limit) && limit.Stopping == 0:
+		return Result{Text: limit.Error() + "; use task_kill to stop an unneeded task, wait for it to finish, then retry", IsError: true}
+	case errors.As(err, &limit):
+		which := "the stopping task frees its slot when it exits: wait for it"
+		if limit.Stopping > 1 {
+			which = fmt.Sprintf("the %d stopping tasks free their slots when they exit: wait for them", limit.Stopping)
+		}
+		return Result{Text: limit.Error() + "; " + which + " with task_output (wait: true), or use task_kill to stop another task, then retry", IsError: true}
+	}
+	return errResult(err)
+}
+
 // taskErrResult maps a runtime error about the task id to its tool error: the
 // not-found line for unknown and foreign ids alike, the error's own text otherwise.
 func taskErrResult(id string, err error) Result {

@@ -134,7 +134,7 @@ func (t *SubagentTool) Call(ctx context.Context, caller messages.AgentID, raw js
 	if a.RunInBackground {
 		id, err := t.rt.Tasks().Start(ctx, t.producer.Spec(caller, brief))
 		if err != nil {
-			return errResult(err)
+			return startErrResult(err)
 		}
 		return Result{Text: startedText(id, subagent.Kind, a.Description), Data: Handle{Kind: "background", TaskID: id}}
 	}

@@ -23,6 +23,7 @@ type saLauncher struct {
 	release chan struct{}
 	err     error         // Launch fails with it
 	started chan struct{} // when set, closed by the first launch
+	hold    chan struct{} // when set, every run's Dispose waits for it to close
 
 	mu       sync.Mutex // protects launches
 	launches []subagent.Request
@@ -38,7 +39,7 @@ func (l *saLauncher) Launch(_ context.Context, req subagent.Request) (subagent.R
 	if l.started != nil {
 		close(l.started)
 	}
-	r := &saRun{done: make(chan struct{})}
+	r := &saRun{done: make(chan struct{}), hold: l.hold}
 	go func() {
 		if l.release != nil {
 			select {
@@ -61,6 +62,7 @@ func (l *saLauncher) count() int {
 type saRun struct {
 	once   sync.Once
 	done   chan struct{}
+	hold   chan struct{}
 	result subagent.Result
 }
 
@@ -71,7 +73,12 @@ func (r *saRun) Cancel(reason string) {
 	r.finish(subagent.Result{Stop: subagent.StopAborted, Detail: reason})
 }
 func (r *saRun) Wait() subagent.Result         { <-r.done; return r.result }
-func (r *saRun) Dispose(context.Context) error { return nil }
+func (r *saRun) Dispose(context.Context) error {
+	if r.hold != nil {
+		<-r.hold
+	}
+	return nil
+}
 
 // saEnv is a runtime with the task tools attached and a subagent tool on a fake
 // launcher; it is closed and checked for leftovers when the test ends.
@@ -268,6 +275,23 @@ func TestSubagentBackground(t *testing.T) {
 		}
 		if e.l.count() != 1 {
 			t.Errorf("launched %d, want 1: a refused start must not run a child", e.l.count())
+		}
+	})
+	t.Run("a cap held by a stopping task says so", func(t *testing.T) {
+		l := &saLauncher{release: make(chan struct{}), hold: make(chan struct{})}
+		e := newSaEnv(t, l, true, []actors.Option{actors.WithOwnerLimit(1)})
+		defer close(l.hold)
+		ctx := context.Background()
+		if r := e.call(ctx, "subagent", `{"description":"one","prompt":"p","run_in_background":true}`); r.IsError {
+			t.Fatal(r.Text)
+		}
+		if r := e.call(ctx, "task_kill", `{"task_id":"subagent-1"}`); r.IsError {
+			t.Fatal(r.Text)
+		}
+		r := e.call(ctx, "subagent", `{"description":"two","prompt":"p","run_in_background":true}`)
+		want := tools.Result{Text: "background task limit reached for this owner (limit: 1; 1 stopping); the stopping task frees its slot when it exits: wait for it with task_output (wait: true), or use task_kill to stop another task, then retry", IsError: true}
+		if r != want {
+			t.Errorf("got %+v, want %+v", r, want)
 		}
 	})
 }

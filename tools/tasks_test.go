@@ -279,8 +279,8 @@ func TestUnknownID(t *testing.T) {
 }
 
 func TestSurfaceFence(t *testing.T) {
-	const want = "background tasks unavailable: no control surface is attached (load the task tools)"
-	t.Run("no task tools: Start fails with the load-the-task-tools error", func(t *testing.T) {
+	const want = "background tasks unavailable: no control surface is attached"
+	t.Run("no task tools: Start fails with ErrNoSurface", func(t *testing.T) {
 		rt := newRuntime(t)
 		f := newFake(true)
 		_, err := rt.Tasks().Start(bg, f.spec("bash", "x", ""))

@@ -1,0 +1,240 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// This file is the runtime's internal protocol: one sealed message set per actor. What
+// embedders may send lives in package messages (messages.Request); everything here is
+// unexported, so nothing outside the runtime can forge a settlement, a teardown answer
+// or a start reservation. Each message names who sends it and what answers it.
+
+// registryMsg is the sealed set of internal messages the registry accepts (besides
+// the public messages.Request set).
+type registryMsg interface{ isRegistryMsg() }
+
+// agentMsg is the sealed set of messages an agent actor accepts.
+type agentMsg interface{ isAgentMsg() }
+
+// taskMsg is the sealed set of internal messages a task actor accepts (besides the
+// routed public ReadTask, KillTask and WaitTask).
+type taskMsg interface{ isTaskMsg() }
+
+// listenerMsg is the sealed set of messages a listener actor accepts.
+type listenerMsg interface{ isListenerMsg() }
+
+// ---- sent by the typed client to the registry ----
+
+// reserveStart is a start's preflight (client → registry). On success the registry
+// holds a slot for the owner until commitStart or abortStart. Reply: *reserveReply.
+type reserveStart struct {
+	kind, label string
+	owner       messages.AgentID
+}
+
+type reserveReply struct {
+	token uint64
+	err   error
+}
+
+// commitStart turns a reservation into a task (client → registry). The task actor
+// answers the client with *startReply once the registry has indexed it; the registry
+// answers at once with an error when the reservation is gone (abandoned by a
+// teardown that could not wait any longer for the start).
+type commitStart struct {
+	token uint64
+	hooks messages.Hooks
+}
+
+type startReply struct {
+	id  messages.TaskID
+	err error
+}
+
+// abortStart releases a reservation whose Run failed or was never called. No reply.
+type abortStart struct{ token uint64 }
+
+// abandonWait ends the pending wait registered by waiter, if it is still pending
+// (client → registry → task). The waiter then receives its one WaitReply with the
+// current snapshot; nothing is marked reported.
+type abandonWait struct {
+	id     messages.TaskID
+	caller messages.AgentID
+	waiter *actor.PID
+}
+
+// attachSurface / detachSurface maintain the control-surface fence. Reply to attach:
+// *attachReply.
+type attachSurface struct{ name string }
+
+type attachReply struct{ handle uint64 }
+
+type detachSurface struct{ handle uint64 }
+
+// registerAgent registers an owning agent. Reply: *errReply.
+type registerAgent struct {
+	id       messages.AgentID
+	parent   messages.AgentID
+	injector messages.Injector
+}
+
+type errReply struct{ err error }
+
+// addCleanup registers a cleanup (client → registry → agent). drain is non-zero only
+// for a registration made with the context of that agent's running drain. Reply:
+// *addCleanupReply, from the agent actor (or the registry, when refused).
+type addCleanup struct {
+	agent messages.AgentID
+	fn    messages.Cleanup
+	drain uint64
+}
+
+type addCleanupReply struct {
+	handle uint64
+	err    error
+}
+
+// removeCleanup unregisters a cleanup that has not run (client → registry → agent).
+type removeCleanup struct {
+	agent  messages.AgentID
+	handle uint64
+}
+
+// disposeAgent disposes an agent. Reply: *errReply, when the disposal is complete.
+type disposeAgent struct{ id messages.AgentID }
+
+// lookupAgent asks for a live agent's injector. Reply: *agentReply.
+type lookupAgent struct{ id messages.AgentID }
+
+type agentReply struct {
+	live     bool
+	injector messages.Injector
+}
+
+// notifyTask claims a settled task's one completion notice. Reply: *agentReply.
+type notifyTask struct{ id messages.TaskID }
+
+// subscribe spawns a listener actor for an OnDone listener. Reply: *subscribeReply.
+type subscribe struct{ l *listener }
+
+type subscribeReply struct{ pid *actor.PID }
+
+// unsubscribe stops a listener actor. No reply.
+type unsubscribe struct{ pid *actor.PID }
+
+// closeRuntime closes the runtime. Reply: *errReply, from the stopped registry.
+type closeRuntime struct{}
+
+// ---- sent by the runtime's own actors and timers to the registry ----
+
+// taskSpawned: a new task actor announces itself; the registry indexes it.
+type taskSpawned struct {
+	snap messages.Snapshot
+	pid  *actor.PID
+}
+
+// taskChanged: a task's snapshot changed (stopping, reported).
+type taskChanged struct{ snap messages.Snapshot }
+
+// taskSettled: a task's terminal snapshot.
+type taskSettled struct{ snap messages.Snapshot }
+
+// agentQuiesced: a disposing agent actor drained its cleanups and every task it owns
+// has settled.
+type agentQuiesced struct{ id messages.AgentID }
+
+// startsOverdue: starts in flight held a teardown longer than the settle timeout.
+type startsOverdue struct{ owner messages.AgentID }
+
+// ---- agent actor ----
+
+// spawnTask: spawn a committed task as a child and let it answer starter (registry →
+// agent).
+type spawnTask struct {
+	snap    messages.Snapshot
+	hooks   messages.Hooks
+	starter *actor.PID
+}
+
+// beginDispose: drain the cleanups, then tear down the tasks (registry → agent).
+type beginDispose struct{ reason string }
+
+// cleanupDone: a cleanup returned (drain goroutine → agent).
+type cleanupDone struct {
+	handle uint64
+	err    error
+}
+
+// stopAgent: the registry dropped the agent's records and poisoned its task actors;
+// stop once they are gone (registry → agent).
+type stopAgent struct{}
+
+// ---- task actor ----
+
+// teardown cancels a task for its owner's disposal or the runtime's close (agent or
+// registry → task). Answer: *teardownDone once the task is settled.
+type teardown struct{ reason string }
+
+type teardownDone struct{ id messages.TaskID }
+
+// outcomeMsg: the producer's Done delivered (watcher goroutine → task).
+type outcomeMsg struct {
+	outcome messages.Outcome
+	ok      bool // false: Done was closed without a value
+}
+
+// cancelResult: a Cancel call returned (cancel goroutine → task).
+type cancelResult struct {
+	err      error
+	teardown bool
+	sender   *actor.PID // the KillTask requester; nil for teardown
+}
+
+// settleTimeout: a torn-down task's settle timer fired.
+type settleTimeout struct{}
+
+// waitTimeout: a waiter's deadline passed.
+type waitTimeout struct{ n uint64 }
+
+// ---- listener actor ----
+
+// settlement: one task settlement to hand to an OnDone listener.
+type settlement struct{ snap messages.Snapshot }
+
+func (*reserveStart) isRegistryMsg()  {}
+func (*commitStart) isRegistryMsg()   {}
+func (*abortStart) isRegistryMsg()    {}
+func (*abandonWait) isRegistryMsg()   {}
+func (*attachSurface) isRegistryMsg() {}
+func (*detachSurface) isRegistryMsg() {}
+func (*registerAgent) isRegistryMsg() {}
+func (*addCleanup) isRegistryMsg()    {}
+func (*removeCleanup) isRegistryMsg() {}
+func (*disposeAgent) isRegistryMsg()  {}
+func (*lookupAgent) isRegistryMsg()   {}
+func (*notifyTask) isRegistryMsg()    {}
+func (*subscribe) isRegistryMsg()     {}
+func (*unsubscribe) isRegistryMsg()   {}
+func (*closeRuntime) isRegistryMsg()  {}
+func (*taskSpawned) isRegistryMsg()   {}
+func (*taskChanged) isRegistryMsg()   {}
+func (*taskSettled) isRegistryMsg()   {}
+func (*agentQuiesced) isRegistryMsg() {}
+func (*startsOverdue) isRegistryMsg() {}
+func (*teardownDone) isRegistryMsg()  {}
+func (*spawnTask) isAgentMsg()        {}
+func (*addCleanup) isAgentMsg()       {}
+func (*removeCleanup) isAgentMsg()    {}
+func (*beginDispose) isAgentMsg()     {}
+func (*cleanupDone) isAgentMsg()      {}
+func (*teardownDone) isAgentMsg()     {}
+func (*stopAgent) isAgentMsg()        {}
+func (*teardown) isTaskMsg()          {}
+func (*abandonWait) isTaskMsg()       {}
+func (*outcomeMsg) isTaskMsg()        {}
+func (*cancelResult) isTaskMsg()      {}
+func (*settleTimeout) isTaskMsg()     {}
+func (*waitTimeout) isTaskMsg()       {}
+func (*settlement) isListenerMsg()    {}

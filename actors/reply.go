@@ -1,0 +1,110 @@
+package actors
+
+import (
+	"context"
+	"errors"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// reply is how the typed client waits for an actor's answer: a one-shot
+// actor.Process (what a protoactor Future is, without its timer and lock). Requests
+// name it as their sender, so actors answer with an ordinary ctx.Respond, and the
+// caller selects on its channel together with its context and the runtime's end.
+//
+// Every request gets exactly one answer, so a reply whose answer was received is clean
+// and goes back to the runtime's free list (recycle); one whose caller gave up may
+// still receive a late answer and leaves the process registry instead (release).
+type reply struct {
+	rt  *Runtime
+	pid *actor.PID
+	ch  chan any
+}
+
+// newReply takes a reply process from the runtime's free list, or registers a new one.
+func newReply(rt *Runtime) *reply {
+	select {
+	case r := <-rt.replies:
+		return r
+	default:
+	}
+	r := &reply{rt: rt, ch: make(chan any, 1)}
+	r.pid, _ = rt.system.ProcessRegistry.Add(r, "taskrt-reply"+rt.system.ProcessRegistry.NextId())
+	return r
+}
+
+// recycle returns a reply whose one answer was received to the free list.
+func (r *reply) recycle() {
+	select {
+	case r.rt.replies <- r:
+	default:
+		r.release()
+	}
+}
+
+// SendUserMessage receives the answer.
+func (r *reply) SendUserMessage(_ *actor.PID, msg any) {
+	_, m, _ := actor.UnwrapEnvelope(msg)
+	select {
+	case r.ch <- m:
+	default: // one-shot: anything after the first answer is dropped
+	}
+}
+
+// SendSystemMessage ignores system messages.
+func (r *reply) SendSystemMessage(*actor.PID, any) {}
+
+// Stop does nothing: a reply leaves the registry through release.
+func (r *reply) Stop(*actor.PID) {}
+
+func (r *reply) release() { r.rt.system.ProcessRegistry.Remove(r.pid) }
+
+// call sends a request to the registry and waits for its reply, the context, or the
+// runtime's end.
+func (rt *Runtime) call(ctx context.Context, msg any) (any, error) {
+	if rt.closed.Load() {
+		return nil, rt.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := newReply(rt)
+	rt.system.Root.RequestWithCustomSender(rt.registry, msg, r.pid)
+	select {
+	case m := <-r.ch:
+		r.recycle()
+		return rt.checkReply(m)
+	case <-ctx.Done():
+		r.release()
+		return nil, ctx.Err()
+	case <-rt.stopped:
+		r.release()
+		select {
+		case m := <-r.ch:
+			return rt.checkReply(m)
+		default:
+			return nil, rt.closedErr()
+		}
+	}
+}
+
+// callUntilReply is call for requests that must not be abandoned midway (a start's
+// reserve and commit): it waits for the reply or the runtime's end only.
+func (rt *Runtime) callUntilReply(msg any) (any, error) {
+	return rt.call(context.Background(), msg)
+}
+
+// errDeadLetter is a request that reached no actor. For a request about a task it
+// means the task's record is gone (not found); for anything else, that the runtime
+// is gone.
+var errDeadLetter = errors.New("taskrt: request reached no actor")
+
+func (rt *Runtime) checkReply(m any) (any, error) {
+	switch m := m.(type) {
+	case *actor.DeadLetterResponse:
+		return nil, errDeadLetter
+	case error:
+		return nil, m
+	}
+	return m, nil
+}
