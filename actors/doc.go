@@ -4,20 +4,54 @@
 //
 // The tree:
 //
-//	registry actor            root; owns ids, the owner fence, the index, the surfaces
-//	├── agent actor "a1"      one per registered owning agent
-//	│   └── task actor bash-1 one per background task owned by a1
-//	└── task actor bash-7     unowned task: child of the registry, dies with the runtime
+//	registry actor              root; owns ids, the owner fence, the index, the surfaces
+//	├── agent actor "a1"        one per registered owning agent
+//	│   └── task actor bash-1   one per background task owned by a1
+//	├── task actor bash-7       unowned task: child of the registry, dies with the runtime
+//	└── listener actor          one per OnDone subscription; its mailbox is its queue
 //
 // Every caller operation goes to the registry, which checks the owner fence and
 // answers from its index (Get, List) or forwards the request to the task actor,
 // which answers the caller directly (Read, Kill, Wait). Producer code (Run, Cancel,
 // Done, Release), listeners and cleanups never run on the registry's mailbox.
 //
+// # Lifecycles
+//
+// The runtime, each agent and each task have an explicit phase and one function that
+// changes it; each file draws its machine:
+//
+//	runtime (registry.go)   open → closing → stopping → stopped
+//	agent, registry's view  open → awaitingStarts → draining → awaitingChildren → stopping → gone
+//	agent actor (agent.go)  open → draining (cleanups) → tearingDown (tasks) → quiesced → stopping
+//	task actor (task.go)    running → stopping → settled → released
+//
 // The guarantee the tree exists for: disposing an agent returns only after its
 // cleanups ran and every task it owns has settled (transitively, through child
 // agents), and Close returns only after every task of the runtime settled and every
-// actor stopped.
+// actor stopped. A Spec.Run, a Cancel or a Done that never returns holds a disposal
+// at most the settle timeout (WithSettleTimeout): the task is then recorded failed
+// ("abandoned: …") or the start abandoned, and the teardown goes on.
+//
+// # Failures
+//
+// Panics in code the runtime calls — a producer's Run, Cancel, ReadOutput or
+// Release, an injector, a cleanup, a listener — are contained by one helper and
+// become errors (*PanicError, which keeps the stack) or recorded failures, never a
+// crash and never a restart. A panic in the runtime's own code is a bug: a task actor
+// records its task failed; the registry records the fault, closes the runtime (every
+// task torn down, every agent disposed) and makes every later call fail with
+// ErrClosed wrapping the fault, which Close returns — it never carries on with state
+// a panic may have left half-updated.
+//
+// # Actor-native access
+//
+// Embedders who drive tasks from actors of their own send the requests of package
+// messages (messages.Request: GetTask, ListTasks, ReadTask, KillTask, WaitTask) to
+// Runtime.Registry() with protoactor's Request or RequestFuture; see that package for
+// the rules. Everything the runtime's actors say to each other is unexported here, so
+// it cannot be forged. Starting a task and registering or disposing an agent take Go
+// values (Spec.Run, an Injector) and go through the typed client, from a goroutine
+// when the caller is an actor (Example_actorNative).
 //
 // Use package actors directly when you embed the runtime; use package tools for the
 // model-facing surface on top of it. Producers live in producers/.

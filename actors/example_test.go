@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 )
@@ -68,4 +70,57 @@ func Example() {
 	// settled: completed exit code: 0
 	// another agent: task not found: job-1
 	// after dispose: {Tasks:0 Running:0 Agents:0 Actors:1 Abandoned:0}
+}
+
+// started is the embedder actor's own message: a start it asked for has returned.
+type started struct {
+	id  messages.TaskID
+	err error
+}
+
+// An actor of the embedder's own drives a task through Runtime.Registry(): it starts
+// the task from a goroutine (Start calls the producer's Run, which must not run on a
+// mailbox), then waits on it and reads it with requests whose replies come to its
+// own mailbox — it never blocks.
+func Example_actorNative() {
+	ctx := context.Background()
+	rt, err := actors.NewRuntime()
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close(ctx)
+	detach := rt.Tasks().AttachSurface("example")
+	defer detach()
+
+	finish := make(chan messages.Outcome, 1)
+	spec := messages.Spec{Kind: "job", Label: "count the files", Run: func() (messages.Hooks, error) {
+		return messages.Hooks{Cancel: func(string) error { return nil }, Done: finish}, nil
+	}}
+	result := make(chan string)
+	root := rt.ActorSystem().Root
+	pid := root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *actor.Started:
+			self := c.Self()
+			go func() {
+				id, err := rt.Tasks().Start(ctx, spec)
+				root.Send(self, &started{id: id, err: err})
+			}()
+		case *started:
+			fmt.Println("started", m.id, m.err)
+			finish <- messages.Outcome{Status: messages.Completed, Output: "42 files"}
+			c.Request(rt.Registry(), &messages.WaitTask{ID: m.id, Timeout: time.Minute})
+		case *messages.WaitReply:
+			fmt.Println("settled:", m.Snapshot.Status)
+			c.Request(rt.Registry(), &messages.ReadTask{ID: m.Snapshot.ID})
+		case *messages.ReadReply:
+			result <- m.Result.Output
+		}
+	}))
+	fmt.Println("output:", <-result)
+	_ = root.StopFuture(pid).Wait()
+	// Output:
+	// started job-1 <nil>
+	// settled: completed
+	// output: 42 files
 }

@@ -26,6 +26,8 @@ type config struct {
 	logger        *slog.Logger
 	ownerLimit    int // 0 = no cap
 	settleTimeout time.Duration
+
+	registryHook func(msg any) // tests only: called before the registry handles msg
 }
 
 func defaultConfig() config {

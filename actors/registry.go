@@ -148,6 +148,9 @@ func (r *registry) Receive(ctx actor.Context) {
 }
 
 func (r *registry) receive(ctx actor.Context) {
+	if r.rt.cfg.registryHook != nil {
+		r.rt.cfg.registryHook(ctx.Message())
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.rt.nActors.Add(1)

@@ -203,7 +203,9 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		ctx.Send(t.rt.registry, &taskSettled{snap: t.snap})
 		for _, w := range t.waiters {
 			w.timer.Stop()
-			ctx.Send(w.pid, &messages.WaitReply{Snapshot: t.snap})
+			if t.rt.alive(w.pid) { // a requester that gave up gets nothing
+				ctx.Send(w.pid, &messages.WaitReply{Snapshot: t.snap})
+			}
 		}
 		t.waiters = nil
 		t.answerTeardown(ctx)
