@@ -72,7 +72,7 @@ func (r *saRun) finish(res subagent.Result) {
 func (r *saRun) Cancel(reason string) {
 	r.finish(subagent.Result{Stop: subagent.StopAborted, Detail: reason})
 }
-func (r *saRun) Wait() subagent.Result         { <-r.done; return r.result }
+func (r *saRun) Wait() subagent.Result { <-r.done; return r.result }
 func (r *saRun) Dispose(context.Context) error {
 	if r.hold != nil {
 		<-r.hold
