@@ -63,7 +63,7 @@ func BenchmarkRoutedRead(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 	})
 	b.Run("impl=actors/get", func(b *testing.B) {
 		rt := newRT(b)
@@ -76,7 +76,7 @@ func BenchmarkRoutedRead(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 	})
 	b.Run("impl=floor/RequestFuture", func(b *testing.B) {
 		sys := quietSystem()

@@ -33,9 +33,9 @@ func TestCloseSettlesEverythingThenRefusesEverything(t *testing.T) {
 
 	t.Run("every task, owned or not, was cancelled with runtime closed, settled and released", func(t *testing.T) {
 		for id, f := range fakes {
-			assert.Equal(t, "runtime closed", <-f.cancels, id)
+			assert.Equal(t, "runtime closed", <-f.Cancels, id)
 			select {
-			case <-f.released:
+			case <-f.Released:
 			default:
 				t.Errorf("%s was not released by the time Close returned", id)
 			}
@@ -87,19 +87,19 @@ func TestListenersAreSilentFromTheMomentCloseBegins(t *testing.T) {
 
 	before := newFake()
 	beforeID := start(t, rt, before.spec("bash", "a1", false))
-	before.finish(messages.Outcome{Status: messages.Completed})
+	before.Finish(messages.Outcome{Status: messages.Completed})
 	require.Equal(t, beforeID, (<-calls).ID, "a settlement before Close reaches the listener")
 
 	stubborn := newFake() // its Cancel fails: teardown force-fails it, Done comes later
-	stubborn.failCancel(errBoom)
+	stubborn.FailCancel(errBoom)
 	start(t, rt, stubborn.spec("bash", "a1", false))
 	cooperative := newFake()
 	start(t, rt, cooperative.spec("bash", "", false))
 
 	require.NoError(t, rt.Close(bg))
-	stubborn.finish(messages.Outcome{Status: messages.Killed}) // the late Done
-	assert.Equal(t, "runtime closed", <-cooperative.cancels)
-	assert.Equal(t, "runtime closed", <-stubborn.cancels)
+	stubborn.Finish(messages.Outcome{Status: messages.Killed}) // the late Done
+	assert.Equal(t, "runtime closed", <-cooperative.Cancels)
+	assert.Equal(t, "runtime closed", <-stubborn.Cancels)
 	assert.Empty(t, calls, "no listener call for a settlement during or after Close")
 }
 
@@ -131,7 +131,7 @@ func TestCloseWithStartInFlightTearsItDown(t *testing.T) {
 	close(release)
 	require.NoError(t, <-started, "the start in flight commits")
 	require.NoError(t, <-closed)
-	assert.Equal(t, "runtime closed", <-f.cancels)
+	assert.Equal(t, "runtime closed", <-f.Cancels)
 	assert.Equal(t, actors.Stats{}, rt.Stats())
 }
 
@@ -163,7 +163,7 @@ func TestRuntimeInCallerSuppliedActorSystem(t *testing.T) {
 	rt2.Tasks().AttachSurface("test")
 	f := newFake()
 	id := start(t, rt2, f.spec("bash", "", false))
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 	settleWait(t, rt2, id, "")
 	require.NoError(t, rt2.Close(bg))
 	assert.Equal(t, actors.Stats{}, rt2.Stats())
@@ -195,7 +195,7 @@ func TestActorNativeAccessThroughRegistryPID(t *testing.T) {
 	rt := newRT(t)
 	f := newFake()
 	id := start(t, rt, f.spec("bash", "", true))
-	f.emit("hello")
+	f.Emit("hello")
 	root := rt.ActorSystem().Root
 
 	res, err := root.RequestFuture(rt.Registry(), &messages.GetTask{ID: id}, 10*time.Second).Result()
@@ -212,6 +212,6 @@ func TestActorNativeAccessThroughRegistryPID(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, res.(*messages.SnapshotReply).Err, "an unowned task is open to every caller")
 
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 	settleWait(t, rt, id, "")
 }

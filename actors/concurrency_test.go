@@ -74,7 +74,7 @@ func TestRandomConcurrentOperations(t *testing.T) {
 					}
 					f := newFake()
 					if r.IntN(2) == 0 {
-						f.emit("hello")
+						f.Emit("hello")
 					}
 					nid, err := rt.Tasks().Start(bg, f.spec("bash", o, true))
 					if err != nil {
@@ -87,7 +87,7 @@ func TestRandomConcurrentOperations(t *testing.T) {
 					fakes[nid] = f
 					mu.Unlock()
 					if r.IntN(3) == 0 {
-						f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+						f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
 					}
 				case 2: // kill
 					reason := "owner"
@@ -145,7 +145,7 @@ func TestRandomConcurrentOperations(t *testing.T) {
 	// listener has seen every task.
 	mu.Lock()
 	for _, f := range fakes {
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 	}
 	n := len(tasks)
 	mu.Unlock()
@@ -168,8 +168,8 @@ func TestRandomConcurrentOperations(t *testing.T) {
 	for _, id := range tasks {
 		assert.Equal(t, 1, settled[id], "task %s settled exactly once", id)
 		f := fakes[id]
-		close(f.cancels)
-		for reason := range f.cancels {
+		close(f.Cancels)
+		for reason := range f.Cancels {
 			assert.False(t, strings.HasPrefix(reason, "foreign"), "task %s was cancelled by a foreign caller: %s", id, reason)
 		}
 	}

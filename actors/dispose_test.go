@@ -64,11 +64,11 @@ func TestDisposeAwaitsCleanupsAndTasksAndTearsDown(t *testing.T) {
 	register(t, rt, "a1")
 	rec := record(rt)
 	running, stubborn, done := newFake(), newFake(), newFake()
-	stubborn.failCancel(errBoom)
+	stubborn.FailCancel(errBoom)
 	idRunning := start(t, rt, running.spec("bash", "a1", true))
 	idStubborn := start(t, rt, stubborn.spec("bash", "a1", false))
 	idDone := start(t, rt, done.spec("bash", "a1", false))
-	done.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+	done.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
 	assert.Equal(t, idDone, rec.next(t).ID)
 
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -97,9 +97,9 @@ func TestDisposeAwaitsCleanupsAndTasksAndTearsDown(t *testing.T) {
 	require.NoError(t, <-disposed)
 
 	t.Run("live tasks were cancelled with the owner-disposed reason and awaited", func(t *testing.T) {
-		assert.Equal(t, "owner disposed", <-running.cancels)
-		assert.Equal(t, "owner disposed", <-stubborn.cancels)
-		assert.Empty(t, done.cancels, "a settled task is not cancelled")
+		assert.Equal(t, "owner disposed", <-running.Cancels)
+		assert.Equal(t, "owner disposed", <-stubborn.Cancels)
+		assert.Empty(t, done.Cancels, "a settled task is not cancelled")
 		got := map[messages.TaskID]messages.Snapshot{}
 		for i := 0; i < 2; i++ {
 			s := rec.next(t)
@@ -113,7 +113,7 @@ func TestDisposeAwaitsCleanupsAndTasksAndTearsDown(t *testing.T) {
 	t.Run("records are dropped and released", func(t *testing.T) {
 		for _, f := range []*fake{running, stubborn, done} {
 			select {
-			case <-f.released:
+			case <-f.Released:
 			default:
 				t.Fatal("Release not called by the time Dispose returned")
 			}
@@ -126,7 +126,7 @@ func TestDisposeAwaitsCleanupsAndTasksAndTearsDown(t *testing.T) {
 		register(t, rt, "a1")
 		require.NoError(t, rt.Agents().Dispose(bg, "a1"))
 	})
-	stubborn.finish(messages.Outcome{Status: messages.Killed})
+	stubborn.Finish(messages.Outcome{Status: messages.Killed})
 }
 
 func TestConcurrentDisposalsAllReturnAfterTheSameDisposal(t *testing.T) {
@@ -220,7 +220,7 @@ func TestTransitiveQuiescenceThreeLevels(t *testing.T) {
 	before("mid.sub", "top.sub")
 	before("mid.leaf", "top.sub")
 	for _, f := range leaves {
-		assert.Equal(t, "owner disposed", <-f.cancels)
+		assert.Equal(t, "owner disposed", <-f.Cancels)
 	}
 }
 
@@ -299,7 +299,7 @@ func TestDisposeWaitsForStartInFlight(t *testing.T) {
 	close(release)
 	require.NoError(t, <-disposed)
 	<-started
-	assert.Equal(t, "owner disposed", <-f.cancels)
+	assert.Equal(t, "owner disposed", <-f.Cancels)
 }
 
 func ExampleAgents_Dispose() {
@@ -338,7 +338,7 @@ func TestNotifyClaimsTheNoticeOnceForTheOwningRegistration(t *testing.T) {
 	rec := record(rt)
 	f := newFake()
 	id := start(t, rt, f.spec("bash", "a1", false))
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 	rec.next(t)
 
 	t.Run("a notice is claimed at most once", func(t *testing.T) {
@@ -353,7 +353,7 @@ func TestNotifyClaimsTheNoticeOnceForTheOwningRegistration(t *testing.T) {
 	t.Run("a notice never reaches a later registration of the same id", func(t *testing.T) {
 		g := newFake()
 		gid := start(t, rt, g.spec("bash", "a1", false))
-		g.finish(messages.Outcome{Status: messages.Completed})
+		g.Finish(messages.Outcome{Status: messages.Completed})
 		rec.next(t)
 		require.NoError(t, rt.Agents().Dispose(bg, "a1"))
 		second := make(chan string, 4)
@@ -370,7 +370,7 @@ func TestNotifyClaimsTheNoticeOnceForTheOwningRegistration(t *testing.T) {
 		ok, err := rt.Tasks().Notify(bg, hid, "too early")
 		require.NoError(t, err)
 		assert.False(t, ok, "running")
-		h.finish(messages.Outcome{Status: messages.Completed})
+		h.Finish(messages.Outcome{Status: messages.Completed})
 		settleWait(t, rt, hid, "a1") // the wait reports it
 		ok, err = rt.Tasks().Notify(bg, hid, "already collected")
 		require.NoError(t, err)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,84 +14,41 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
+	fakepkg "github.com/taskrt/taskrt/producers/fake"
 )
 
-// fake is an in-memory producer whose work is driven by the test: it settles when the
-// test says so (or, by default, when cancelled), streams what the test emits, and can
-// be told to fail its Cancel.
+// fake is fake work (package producers/fake) with the runtime tests' shorthand: the
+// kind and owner, and whether it is a stream kind, are given at spec time.
 type fake struct {
-	done      chan messages.Outcome
-	cancels   chan string   // every Cancel reason, in order
-	released  chan struct{} // closed by Release
-	ranCount  int
-	mu        sync.Mutex // protects buf, cancelErr, cancelPanic, noSettle
-	buf       strings.Builder
-	cancelErr error
-	panicking bool // Cancel panics
-	noSettle  bool // Cancel does not settle Done
-	once      sync.Once
-	relOnce   sync.Once
+	*fakepkg.Task
+	ranCount int // Runs of hand-written specs around this fake's hooks
 }
 
-func newFake() *fake {
-	return &fake{done: make(chan messages.Outcome, 1), cancels: make(chan string, 64), released: make(chan struct{})}
-}
+func newFake() *fake { return &fake{Task: fakepkg.New(true)} }
 
-func (f *fake) finish(o messages.Outcome) { f.once.Do(func() { f.done <- o }) }
-
-func (f *fake) emit(s string) {
-	f.mu.Lock()
-	f.buf.WriteString(s)
-	f.mu.Unlock()
-}
-
-func (f *fake) failCancel(err error) {
-	f.mu.Lock()
-	f.cancelErr = err
-	f.mu.Unlock()
-}
-
-func (f *fake) cancel(reason string) error {
-	f.cancels <- reason
-	f.mu.Lock()
-	err, panicking, noSettle := f.cancelErr, f.panicking, f.noSettle
-	f.mu.Unlock()
-	if panicking {
-		panic("cancel exploded")
-	}
-	if err != nil {
-		return err
-	}
-	if !noSettle {
-		f.finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM", Output: "partial"})
-	}
-	return nil
-}
+// runs counts the calls of every Run that handed out this fake's hooks.
+func (f *fake) runs() int { return f.Runs() + f.ranCount }
 
 // hooks returns the producer hooks; stream selects a stream kind (ReadOutput set).
 func (f *fake) hooks(stream bool) messages.Hooks {
-	h := messages.Hooks{
-		Cancel:  f.cancel,
-		Done:    f.done,
-		Release: func() { f.relOnce.Do(func() { close(f.released) }) },
-	}
-	if stream {
-		h.ReadOutput = func() string {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			s := f.buf.String()
-			f.buf.Reset()
-			return s
-		}
+	h := f.Hooks()
+	if !stream {
+		h.ReadOutput = nil
 	}
 	return h
 }
 
 func (f *fake) spec(kind string, owner messages.AgentID, stream bool) messages.Spec {
-	return messages.Spec{Kind: kind, Label: kind + " job", Owner: owner, Run: func() (messages.Hooks, error) {
-		f.ranCount++
-		return f.hooks(stream), nil
-	}}
+	s := f.Spec(kind, kind+" job", owner)
+	run := s.Run
+	s.Run = func() (messages.Hooks, error) {
+		h, err := run()
+		if !stream {
+			h.ReadOutput = nil
+		}
+		return h, err
+	}
+	return s
 }
 
 var bg = context.Background()

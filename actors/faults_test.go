@@ -27,7 +27,7 @@ func TestFaultInjectorPanicsOrErrors(t *testing.T) {
 	assert.ErrorIs(t, rt.Agents().Inject(bg, "errs", "hi"), errBoom)
 	f := newFake()
 	id := start(t, rt, f.spec("bash", "panics", false))
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 	assert.Equal(t, messages.Completed, settleWait(t, rt, id, "panics").Status, "the runtime still answers")
 }
 
@@ -69,7 +69,7 @@ func TestFaultKillStormDuringDispose(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		f := newFake()
 		if i%3 == 0 {
-			f.failCancel(errBoom) // some producers' cancel fails
+			f.FailCancel(errBoom) // some producers' cancel fails
 		}
 		ids = append(ids, start(t, rt, f.spec("bash", "a1", true)))
 	}
@@ -100,8 +100,8 @@ func TestFaultKillStormDuringDispose(t *testing.T) {
 	s, err := rt.Tasks().Get(bg, otherID, "bystander")
 	require.NoError(t, err)
 	assert.Equal(t, messages.Running, s.Status, "the bystander is unaffected")
-	assert.Empty(t, other.cancels)
-	other.finish(messages.Outcome{Status: messages.Completed})
+	assert.Empty(t, other.Cancels)
+	other.Finish(messages.Outcome{Status: messages.Completed})
 }
 
 func TestFaultCloseDuringStartsKillsAndDisposals(t *testing.T) {
@@ -166,7 +166,7 @@ func TestFaultCloseDuringStartsKillsAndDisposals(t *testing.T) {
 	started.Range(func(k, v any) bool {
 		assert.LessOrEqual(t, settled[k.(messages.TaskID)], 1, "%s announced at most once", k)
 		select {
-		case <-v.(*fake).released:
+		case <-v.(*fake).Released:
 		default:
 			t.Errorf("%s was not released by the time Close returned", k)
 		}

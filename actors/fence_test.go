@@ -17,7 +17,7 @@ func TestOwnerFence(t *testing.T) {
 	register(t, rt, "a1", "a2")
 	f := newFake()
 	owned := start(t, rt, f.spec("bash", "a1", true))
-	f.emit("secret output")
+	f.Emit("secret output")
 
 	ops := map[string]func(id messages.TaskID, caller messages.AgentID) error{
 		"get": func(id messages.TaskID, c messages.AgentID) error { _, err := rt.Tasks().Get(bg, id, c); return err },
@@ -48,14 +48,14 @@ func TestOwnerFence(t *testing.T) {
 		}
 	}
 	t.Run("foreign attempts had no effect", func(t *testing.T) {
-		assert.Empty(t, f.cancels, "no cancel")
+		assert.Empty(t, f.Cancels, "no cancel")
 		r, err := rt.Tasks().Read(bg, owned, "a1")
 		require.NoError(t, err)
 		assert.Equal(t, "secret output", r.Output, "nothing consumed")
 		assert.Equal(t, messages.Running, r.Snapshot.Status)
 		assert.False(t, r.Snapshot.Reported)
 	})
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 }
 
 func TestUnownedTasksAreOpen(t *testing.T) {
@@ -68,7 +68,7 @@ func TestUnownedTasksAreOpen(t *testing.T) {
 		require.NoError(t, err, "caller %q", caller)
 		assert.Equal(t, id, s.ID)
 	}
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 }
 
 func TestListShowsOwnAndUnownedInStartOrder(t *testing.T) {
@@ -105,6 +105,6 @@ func TestListShowsOwnAndUnownedInStartOrder(t *testing.T) {
 		})
 	}
 	for _, f := range fakes {
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 	}
 }

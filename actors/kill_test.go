@@ -14,17 +14,17 @@ func TestKill(t *testing.T) {
 		rt := newRT(t)
 		rec := record(rt)
 		f := newFake()
-		f.noSettle = true
+		f.HoldCancel()
 		id := start(t, rt, f.spec("bash", "", false))
 		res, err := rt.Tasks().Kill(bg, id, "", "no longer needed")
 		require.NoError(t, err)
 		assert.Equal(t, messages.KillRequested, res)
-		assert.Equal(t, "no longer needed", <-f.cancels)
+		assert.Equal(t, "no longer needed", <-f.Cancels)
 		s, err := rt.Tasks().Get(bg, id, "")
 		require.NoError(t, err)
 		assert.Equal(t, messages.Stopping, s.Status)
 		assert.True(t, s.Reported)
-		f.finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
+		f.Finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
 		got := rec.next(t)
 		assert.Equal(t, messages.Killed, got.Status)
 		assert.True(t, got.Reported, "a killed task gets no notice")
@@ -33,12 +33,12 @@ func TestKill(t *testing.T) {
 		rt := newRT(t)
 		f := newFake()
 		id := start(t, rt, f.spec("bash", "", false))
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 		settleWait(t, rt, id, "")
 		res, err := rt.Tasks().Kill(bg, id, "", "late")
 		require.NoError(t, err)
 		assert.Equal(t, messages.KillAlreadyTerminal, res)
-		assert.Empty(t, f.cancels)
+		assert.Empty(t, f.Cancels)
 	})
 	t.Run("a kill that finds the task terminal marks it reported", func(t *testing.T) {
 		rt := newRT(t)
@@ -46,7 +46,7 @@ func TestKill(t *testing.T) {
 		rec := record(rt)
 		f := newFake()
 		id := start(t, rt, f.spec("bash", "a1", false))
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 		require.False(t, rec.next(t).Reported, "settled unreported: a notice is owed")
 		res, err := rt.Tasks().Kill(bg, id, "a1", "late")
 		require.NoError(t, err)
@@ -64,9 +64,9 @@ func TestKill(t *testing.T) {
 			rec := record(rt)
 			f := newFake()
 			if mode == "errors" {
-				f.failCancel(errBoom)
+				f.FailCancel(errBoom)
 			} else {
-				f.panicking = true
+				f.PanicOnCancel()
 			}
 			id := start(t, rt, f.spec("bash", "", false))
 			_, err := rt.Tasks().Kill(bg, id, "", "stop")
@@ -81,7 +81,7 @@ func TestKill(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, messages.Running, s.Status)
 			assert.False(t, s.Reported)
-			f.finish(messages.Outcome{Status: messages.Completed})
+			f.Finish(messages.Outcome{Status: messages.Completed})
 			got := rec.next(t)
 			assert.False(t, got.Reported, "notice not suppressed")
 		})
@@ -93,7 +93,7 @@ func TestFirstOutcomeWinsAndTerminalIsImmutable(t *testing.T) {
 	rt := newRT(t)
 	f := newFake()
 	id := start(t, rt, f.spec("bash", "", false))
-	f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+	f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
 	first := settleWait(t, rt, id, "")
 	res, err := rt.Tasks().Kill(bg, id, "", "late")
 	require.NoError(t, err)
@@ -109,9 +109,9 @@ func TestProducerContractViolations(t *testing.T) {
 		settle     func(f *fake)
 		wantDetail string
 	}{
-		{"Done closed without an outcome fails the task", func(f *fake) { close(f.done) },
+		{"Done closed without an outcome fails the task", func(f *fake) { f.CloseDone() },
 			"producer contract violation: Done closed without an outcome"},
-		{"a non-terminal outcome fails the task", func(f *fake) { f.finish(messages.Outcome{Status: messages.Running}) },
+		{"a non-terminal outcome fails the task", func(f *fake) { f.Finish(messages.Outcome{Status: messages.Running}) },
 			`producer contract violation: outcome status "running" is not terminal`},
 	}
 	for _, tc := range tests {

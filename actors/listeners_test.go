@@ -17,7 +17,7 @@ func TestListenersSeeEverySettlementOnceInOrder(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		f := newFake()
 		id := start(t, rt, f.spec("bash", "", false))
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 		settleWait(t, rt, id, "")
 		want = append(want, id)
 	}
@@ -44,7 +44,7 @@ func TestPanickingAndBlockedListenersHarmNoOne(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		f := newFake()
 		id := start(t, rt, f.spec("bash", "", false))
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 		ids = append(ids, id)
 	}
 	<-blockedEntered
@@ -73,7 +73,7 @@ func TestUnsubscribedListenerIsNotCalled(t *testing.T) {
 	rec := record(rt)
 	f := newFake()
 	start(t, rt, f.spec("bash", "", false))
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 	rec.next(t)
 	mu.Lock()
 	defer mu.Unlock()
@@ -94,7 +94,7 @@ func TestUnsubscribeWaitsForARunningCall(t *testing.T) {
 	})
 	f := newFake()
 	start(t, rt, f.spec("bash", "", false))
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 	<-entered
 	unsubscribed := make(chan struct{})
 	go func() { stop(); close(unsubscribed) }()
@@ -123,6 +123,6 @@ func TestListenerCanUnsubscribeItself(t *testing.T) {
 	close(ready)
 	f := newFake()
 	start(t, rt, f.spec("bash", "", false))
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 	<-done
 }

@@ -28,7 +28,7 @@ func TestActorNativeRequestSentByValueIsAnsweredWithAnError(t *testing.T) {
 	rt := newRT(t)
 	f := newFake()
 	id := start(t, rt, f.spec("bash", "", true))
-	defer f.finish(messages.Outcome{Status: messages.Completed})
+	defer f.Finish(messages.Outcome{Status: messages.Completed})
 	tests := []struct {
 		name string
 		msg  any
@@ -50,7 +50,7 @@ func TestActorNativeRequestSentByValueIsAnsweredWithAnError(t *testing.T) {
 	s, err := rt.Tasks().Get(bg, id, "")
 	require.NoError(t, err)
 	assert.Equal(t, messages.Running, s.Status, "nothing was done to the task")
-	assert.Empty(t, f.cancels)
+	assert.Empty(t, f.Cancels)
 }
 
 func TestActorNativeUnknownMessageIsAnsweredWithAnError(t *testing.T) {
@@ -66,7 +66,7 @@ func TestActorNativeWaitNeedsAPositiveTimeout(t *testing.T) {
 	rt := newRT(t)
 	f := newFake()
 	id := start(t, rt, f.spec("bash", "", false))
-	defer f.finish(messages.Outcome{Status: messages.Completed})
+	defer f.Finish(messages.Outcome{Status: messages.Completed})
 	r := request(t, rt, &messages.WaitTask{ID: id}).(*messages.WaitReply)
 	assert.ErrorIs(t, r.Err, messages.ErrInvalidArgument)
 }
@@ -86,7 +86,7 @@ func TestActorNativeWaitDeadlineTravelsInTheRequest(t *testing.T) {
 		require.NoError(t, r.Err)
 		assert.Equal(t, messages.Running, r.Snapshot.Status)
 		assert.Equal(t, 5*time.Second, time.Since(before), "answered at the request's own deadline")
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 		settleWait(t, rt, id, "a1")
 	})
 }
@@ -107,7 +107,7 @@ func TestActorNativeAbandonedFutureDoesNotReportTheTask(t *testing.T) {
 		_, err := rt.ActorSystem().Root.RequestFuture(rt.Registry(),
 			&messages.WaitTask{ID: id, Caller: "a1", Timeout: time.Hour}, time.Second).Result()
 		require.ErrorIs(t, err, actor.ErrTimeout, "the requester gives up after a second")
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 		got := rec.next(t)
 		assert.False(t, got.Reported, "a wait nobody receives does not report the task")
 		ok, err := rt.Tasks().Notify(bg, id, "notice")
@@ -135,8 +135,8 @@ func TestRegistryPanicClosesTheRuntime(t *testing.T) {
 
 	_, err = rt.Tasks().List(bg, "trigger")
 	require.Error(t, err, "the request that hit the panic fails")
-	assert.Equal(t, "runtime closed", <-owned.cancels, "owned work is torn down")
-	assert.Equal(t, "runtime closed", <-unowned.cancels, "unowned work is torn down")
+	assert.Equal(t, "runtime closed", <-owned.Cancels, "owned work is torn down")
+	assert.Equal(t, "runtime closed", <-unowned.Cancels, "unowned work is torn down")
 
 	err = rt.Close(bg)
 	var pe *actors.PanicError
@@ -174,8 +174,8 @@ func TestBlockingRunHoldsDisposeAtMostTheSettleTimeout(t *testing.T) {
 		close(release)
 		err := <-started
 		assert.ErrorIs(t, err, messages.ErrOwnerUnknown)
-		assert.Equal(t, "start abandoned", <-f.cancels, "the work Run started is cancelled")
-		<-f.released
+		assert.Equal(t, "start abandoned", <-f.Cancels, "the work Run started is cancelled")
+		<-f.Released
 		list, err := rt.Tasks().List(bg, "")
 		require.NoError(t, err)
 		assert.Empty(t, list, "no trace of the abandoned start")
@@ -204,7 +204,7 @@ func TestBlockingRunHoldsCloseAtMostTheSettleTimeout(t *testing.T) {
 		assert.Equal(t, actors.Stats{}, rt.Stats())
 		close(release)
 		assert.ErrorIs(t, <-started, messages.ErrClosed)
-		assert.Equal(t, "start abandoned", <-f.cancels)
-		<-f.released
+		assert.Equal(t, "start abandoned", <-f.Cancels)
+		<-f.Released
 	})
 }

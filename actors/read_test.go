@@ -18,18 +18,18 @@ func TestStreamReadsAreConsumingDeltas(t *testing.T) {
 		require.NoError(t, err)
 		return r
 	}
-	f.emit("one\n")
+	f.Emit("one\n")
 	assert.Equal(t, "one\n", read().Output)
 	assert.Equal(t, "", read().Output, "nothing new, nothing re-delivered")
-	f.emit("two\n")
-	f.emit("three\n")
+	f.Emit("two\n")
+	f.Emit("three\n")
 	r := read()
 	assert.Equal(t, "two\nthree\n", r.Output)
 	assert.Equal(t, messages.Running, r.Snapshot.Status)
 	assert.False(t, r.Snapshot.Reported, "a running read does not report")
 
-	f.emit("tail\n")
-	f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+	f.Emit("tail\n")
+	f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
 	settled := record(rt)
 	_ = settled
 	for {
@@ -57,7 +57,7 @@ func TestFinalReadsAreIdempotentOnceTerminal(t *testing.T) {
 	assert.Equal(t, "", r.Output, "nothing while running")
 	assert.Equal(t, messages.Running, r.Snapshot.Status)
 
-	f.finish(messages.Outcome{Status: messages.Completed, Output: "the answer"})
+	f.Finish(messages.Outcome{Status: messages.Completed, Output: "the answer"})
 	settleWait(t, rt, id, "")
 	for i := 0; i < 3; i++ {
 		r, err := rt.Tasks().Read(bg, id, "")
@@ -81,5 +81,5 @@ func TestReadOutputPanicIsContained(t *testing.T) {
 	s, err := rt.Tasks().Get(bg, id, "")
 	require.NoError(t, err)
 	assert.Equal(t, messages.Running, s.Status, "the task is unaffected")
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 }

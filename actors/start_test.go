@@ -18,7 +18,7 @@ func TestIDsArePerKindCounters(t *testing.T) {
 	for _, kind := range []string{"bash", "bash", "subagent", "bash", "subagent"} {
 		f := newFake()
 		got = append(got, start(t, rt, f.spec(kind, "", true)))
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 	}
 	want := []messages.TaskID{"bash-1", "bash-2", "subagent-1", "bash-3", "subagent-2"}
 	assert.Equal(t, want, got)
@@ -56,7 +56,7 @@ func TestFailedStartLeavesNoTrace(t *testing.T) {
 			func(f *fake) messages.Spec {
 				return messages.Spec{Kind: "bash", Label: "x", Run: func() (messages.Hooks, error) {
 					f.ranCount++
-					return messages.Hooks{Cancel: f.cancel}, nil
+					return messages.Hooks{Cancel: f.Hooks().Cancel}, nil
 				}}
 			}, messages.ErrInvalidSpec, true},
 		{"nil Run is refused", bg,
@@ -71,7 +71,7 @@ func TestFailedStartLeavesNoTrace(t *testing.T) {
 			if tc.wantErr != nil {
 				assert.ErrorIs(t, err, tc.wantErr)
 			}
-			assert.Equal(t, tc.wantRun, f.ranCount > 0, "Run called")
+			assert.Equal(t, tc.wantRun, f.runs() > 0, "Run called")
 			list, err := rt.Tasks().List(bg, "")
 			require.NoError(t, err)
 			assert.Empty(t, list, "nothing recorded")
@@ -79,7 +79,7 @@ func TestFailedStartLeavesNoTrace(t *testing.T) {
 			// The next start gets number 1: nothing was burned.
 			g := newFake()
 			assert.Equal(t, messages.TaskID("bash-1"), start(t, rt, g.spec("bash", "", false)))
-			g.finish(messages.Outcome{Status: messages.Completed})
+			g.Finish(messages.Outcome{Status: messages.Completed})
 		})
 	}
 }
@@ -100,19 +100,19 @@ func TestStartWithoutSurfaceFailsWithExactMessage(t *testing.T) {
 	require.ErrorIs(t, err, messages.ErrNoSurface)
 	assert.Equal(t, "background tasks unavailable: no control surface is attached", err.Error(),
 		"the runtime states the fact; package tools adds the advice for a model")
-	assert.Zero(t, f.ranCount)
+	assert.Zero(t, f.runs())
 
 	detach := rt.Tasks().AttachSurface("tools")
 	id := start(t, rt, f.spec("bash", "", false))
 	assert.Equal(t, messages.TaskID("bash-1"), id)
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 
 	detach()
 	detach() // a second detach is harmless
 	g := newFake()
 	_, err = rt.Tasks().Start(bg, g.spec("bash", "", false))
 	assert.ErrorIs(t, err, messages.ErrNoSurface, "detaching the last surface makes Start fail again")
-	assert.Zero(t, g.ranCount)
+	assert.Zero(t, g.runs())
 }
 
 func TestCancellingStartContextAfterwardsNeverTouchesTask(t *testing.T) {
@@ -125,8 +125,8 @@ func TestCancellingStartContextAfterwardsNeverTouchesTask(t *testing.T) {
 	s, err := rt.Tasks().Get(bg, id, "")
 	require.NoError(t, err)
 	assert.Equal(t, messages.Running, s.Status)
-	assert.Empty(t, f.cancels)
-	f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+	assert.Empty(t, f.Cancels)
+	f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
 	assert.Equal(t, messages.Completed, settleWait(t, rt, id, "").Status)
 }
 
@@ -145,17 +145,15 @@ func TestOwnerCap(t *testing.T) {
 		var le *messages.LimitError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, messages.LimitError{Limit: 2}, *le)
-		assert.Zero(t, f.ranCount)
+		assert.Zero(t, f.runs())
 	})
 	t.Run("another owner has its own bucket", func(t *testing.T) {
 		f := newFake()
 		start(t, rt, f.spec("bash", "a2", false))
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 	})
 	t.Run("a stopping task holds its slot until it settles", func(t *testing.T) {
-		f1.mu.Lock()
-		f1.noSettle = true
-		f1.mu.Unlock()
+		f1.HoldCancel()
 		res, err := rt.Tasks().Kill(bg, id1, "a1", "no longer needed")
 		require.NoError(t, err)
 		require.Equal(t, messages.KillRequested, res)
@@ -165,11 +163,11 @@ func TestOwnerCap(t *testing.T) {
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, messages.LimitError{Limit: 2, Stopping: 1}, *le, "the error counts the stopping task")
 		assert.Equal(t, "background task limit reached for this owner (limit: 2; 1 stopping)", err.Error())
-		f1.finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
+		f1.Finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
 		settleWait(t, rt, id1, "a1")
 		f := newFake()
 		start(t, rt, f.spec("bash", "a1", false))
-		f.finish(messages.Outcome{Status: messages.Failed})
+		f.Finish(messages.Outcome{Status: messages.Failed})
 	})
 	t.Run("unowned tasks share one bucket", func(t *testing.T) {
 		u1, u2 := newFake(), newFake()
@@ -177,10 +175,10 @@ func TestOwnerCap(t *testing.T) {
 		start(t, rt, u2.spec("bash", "", false))
 		_, err := rt.Tasks().Start(bg, newFake().spec("bash", "", false))
 		require.ErrorIs(t, err, messages.ErrOwnerLimit)
-		u1.finish(messages.Outcome{Status: messages.Completed})
-		u2.finish(messages.Outcome{Status: messages.Completed})
+		u1.Finish(messages.Outcome{Status: messages.Completed})
+		u2.Finish(messages.Outcome{Status: messages.Completed})
 	})
-	f2.finish(messages.Outcome{Status: messages.Completed})
+	f2.Finish(messages.Outcome{Status: messages.Completed})
 }
 
 func TestStartForUnknownOrDisposingOwner(t *testing.T) {
@@ -202,6 +200,6 @@ func TestStartForUnknownOrDisposingOwner(t *testing.T) {
 	require.NoError(t, <-disposed)
 	_, err = rt.Tasks().Start(bg, f.spec("bash", "a1", false))
 	assert.ErrorIs(t, err, messages.ErrOwnerUnknown, "start for an unknown owner")
-	assert.Zero(t, f.ranCount)
+	assert.Zero(t, f.runs())
 	assert.True(t, errors.Is(rt.Agents().Dispose(bg, "a1"), messages.ErrOwnerUnknown))
 }

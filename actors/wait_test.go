@@ -36,7 +36,7 @@ func TestWaitManyConcurrentWaitersAllGetTheTerminalSnapshot(t *testing.T) {
 	for i := 0; i < n; i++ {
 		<-registered
 	}
-	f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+	f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
 	wg.Wait()
 	close(results)
 	for s := range results {
@@ -60,7 +60,7 @@ func TestWaitTimeoutReturnsRunningSnapshot(t *testing.T) {
 		got, err := rt.Tasks().Get(bg, id, "")
 		require.NoError(t, err)
 		assert.False(t, got.Reported, "a timed-out wait does not report")
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 	})
 }
 
@@ -75,8 +75,8 @@ func TestWaitContextCancelEndsOnlyTheWait(t *testing.T) {
 		s, err := rt.Tasks().Wait(ctx, id, "", time.Hour)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, messages.Running, s.Status)
-		assert.Empty(t, f.cancels, "the task is untouched")
-		f.finish(messages.Outcome{Status: messages.Completed})
+		assert.Empty(t, f.Cancels, "the task is untouched")
+		f.Finish(messages.Outcome{Status: messages.Completed})
 		assert.False(t, rec.next(t).Reported, "an abandoned wait does not mark the task reported")
 	})
 }
@@ -94,7 +94,7 @@ func TestWaitPendingAtSettlementMarksReported(t *testing.T) {
 			waited <- s
 		}()
 		synctest.Wait() // the wait is registered with the task actor and blocked
-		f.finish(messages.Outcome{Status: messages.Completed})
+		f.Finish(messages.Outcome{Status: messages.Completed})
 		s := <-waited
 		assert.True(t, s.Reported)
 		assert.True(t, rec.next(t).Reported, "no notice for a task a pending wait collected")
@@ -114,7 +114,7 @@ func TestWaitAbortedAfterSettlementStillReturnsTerminal(t *testing.T) {
 	rt := newRT(t)
 	f := newFake()
 	id := start(t, rt, f.spec("bash", "", false))
-	f.finish(messages.Outcome{Status: messages.Completed})
+	f.Finish(messages.Outcome{Status: messages.Completed})
 	settleWait(t, rt, id, "")
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
@@ -134,7 +134,7 @@ func TestSettleTimeoutAbandonsTaskThatNeverSettles(t *testing.T) {
 		register(t, rt, "a1")
 		rec := record(rt)
 		f := newFake()
-		f.noSettle = true
+		f.HoldCancel()
 		id := start(t, rt, f.spec("bash", "a1", false))
 		before := time.Now()
 		require.NoError(t, rt.Agents().Dispose(bg, "a1"))
@@ -145,6 +145,6 @@ func TestSettleTimeoutAbandonsTaskThatNeverSettles(t *testing.T) {
 		assert.Equal(t, "abandoned: did not settle within 5s after cancel", s.Detail)
 		assert.True(t, s.Reported)
 		assert.Equal(t, 1, rt.Stats().Abandoned)
-		assert.Equal(t, "owner disposed", <-f.cancels)
+		assert.Equal(t, "owner disposed", <-f.Cancels)
 	})
 }
