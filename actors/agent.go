@@ -60,9 +60,9 @@ func newAgentProps(rt *Runtime, id messages.AgentID) *actor.Props {
 }
 
 func (a *agent) Receive(ctx actor.Context) {
-	if err := contain("agent actor", func() error { a.receive(ctx); return nil }); err != nil {
+	if err := messages.Contain("agent actor", func() error { a.receive(ctx); return nil }); err != nil {
 		// A bug in the runtime: stop the agent's work rather than restart the actor.
-		a.rt.log.Error("taskrt: agent actor panicked", "agent", a.id, "err", err, "stack", string(err.(*PanicError).Stack))
+		a.rt.log.Error("taskrt: agent actor panicked", "agent", a.id, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 	}
 }
 
@@ -168,7 +168,7 @@ func (a *agent) runCleanup(ctx actor.Context) {
 	cctx := context.WithValue(a.rt.abort, drainKey{}, drainMark{agent: a.id, token: a.drainToken})
 	self, rt := ctx.Self(), a.rt
 	rt.goSafe("cleanup", func() {
-		err := contain("cleanup", func() error { return c.fn(cctx) })
+		err := messages.Contain("cleanup", func() error { return c.fn(cctx) })
 		rt.send(self, &cleanupDone{handle: c.handle, err: err})
 	})
 }

@@ -57,14 +57,14 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 		abort()
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
 	}
-	hooks, err := containValue("run", s.Run)
+	hooks, err := messages.ContainValue("run", s.Run)
 	if err != nil {
 		abort()
 		return "", fmt.Errorf("start %s task: %w", s.Kind, err)
 	}
 	if hooks.Done == nil || hooks.Cancel == nil {
 		if hooks.Cancel != nil {
-			_ = contain("cancel", func() error { return hooks.Cancel("invalid hooks") })
+			_ = messages.Contain("cancel", func() error { return hooks.Cancel("invalid hooks") })
 		}
 		abort()
 		return "", fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
@@ -84,7 +84,7 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 // unwind cancels work that was started but never committed, waits for its Done up to
 // the settle timeout, and releases it. It runs on the caller's goroutine.
 func (rt *Runtime) unwind(h messages.Hooks, reason string) {
-	if err := contain("cancel", func() error { return h.Cancel(reason) }); err != nil {
+	if err := messages.Contain("cancel", func() error { return h.Cancel(reason) }); err != nil {
 		rt.log.Error("taskrt: cancelling an abandoned start failed", "err", err)
 	}
 	timer := time.NewTimer(rt.cfg.settleTimeout)
@@ -95,7 +95,7 @@ func (rt *Runtime) unwind(h messages.Hooks, reason string) {
 		rt.log.Error("taskrt: an abandoned start did not settle after cancel", "after", rt.cfg.settleTimeout)
 	}
 	if h.Release != nil {
-		_ = contain("release", func() error { h.Release(); return nil })
+		_ = messages.Contain("release", func() error { h.Release(); return nil })
 	}
 }
 
@@ -378,5 +378,5 @@ func (a *Agents) Inject(ctx context.Context, id messages.AgentID, text string) e
 
 // inject calls an injector, turning a panic into an error.
 func inject(ctx context.Context, inj messages.Injector, text string) error {
-	return contain("injector", func() error { return inj(ctx, text) })
+	return messages.Contain("injector", func() error { return inj(ctx, text) })
 }

@@ -36,7 +36,7 @@
 //
 // Panics in code the runtime calls — a producer's Run, Cancel, ReadOutput or
 // Release, an injector, a cleanup, a listener — are contained by one helper and
-// become errors (*PanicError, which keeps the stack) or recorded failures, never a
+// become errors (*messages.PanicError, which keeps the stack) or recorded failures, never a
 // crash and never a restart. A panic in the runtime's own code is a bug: a task actor
 // records its task failed; the registry records the fault, closes the runtime (every
 // task torn down, every agent disposed) and makes every later call fail with

@@ -61,7 +61,7 @@ func (l *listener) call(snap messages.Snapshot) {
 	}
 	l.callThread.Store(id)
 	defer l.callThread.Store(0)
-	if err := contain("listener", func() error { l.fn(snap); return nil }); err != nil {
+	if err := messages.Contain("listener", func() error { l.fn(snap); return nil }); err != nil {
 		l.rt.log.Error("taskrt: OnDone listener panicked", "task", snap.ID, "err", err)
 	}
 }

@@ -139,7 +139,7 @@ func TestRegistryPanicClosesTheRuntime(t *testing.T) {
 	assert.Equal(t, "runtime closed", <-unowned.Cancels, "unowned work is torn down")
 
 	err = rt.Close(bg)
-	var pe *actors.PanicError
+	var pe *messages.PanicError
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, "registry", pe.Where)
 	assert.Equal(t, "registry bug", pe.Value)

@@ -131,18 +131,18 @@ func newRegistry(rt *Runtime) *registry {
 func visible(owner, caller messages.AgentID) bool { return owner == "" || owner == caller }
 
 func (r *registry) Receive(ctx actor.Context) {
-	err := contain("registry", func() error { r.receive(ctx); return nil })
+	err := messages.Contain("registry", func() error { r.receive(ctx); return nil })
 	if err == nil {
 		return
 	}
-	pe := err.(*PanicError)
+	pe := err.(*messages.PanicError)
 	r.rt.log.Error("taskrt: registry panicked; closing the runtime", "message", fmt.Sprintf("%T", ctx.Message()), "err", pe, "stack", string(pe.Stack))
 	if !r.rt.recordFault(pe) {
 		// A panic while handling the first one: stop the tree outright.
 		ctx.Stop(ctx.Self())
 		return
 	}
-	if err := contain("registry", func() error { r.beginClose(ctx); return nil }); err != nil {
+	if err := messages.Contain("registry", func() error { r.beginClose(ctx); return nil }); err != nil {
 		ctx.Stop(ctx.Self())
 	}
 }

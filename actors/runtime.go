@@ -35,8 +35,8 @@ type Runtime struct {
 	stopped chan struct{}
 	// closed is set when Close completed; every call then returns ErrClosed.
 	closed atomic.Bool
-	// fault is the registry's panic, if it had one (*PanicError).
-	fault atomic.Pointer[PanicError]
+	// fault is the registry's panic, if it had one (*messages.PanicError).
+	fault atomic.Pointer[messages.PanicError]
 	// abort is cancelled when a Close gives up waiting (its ctx ended); it is the
 	// parent of every cleanup's context.
 	abort       context.Context
@@ -195,7 +195,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 
 // recordFault records the registry's first panic and marks the runtime closing. It
 // reports false if a fault was already recorded.
-func (rt *Runtime) recordFault(p *PanicError) bool {
+func (rt *Runtime) recordFault(p *messages.PanicError) bool {
 	rt.closing.Store(true)
 	return rt.fault.CompareAndSwap(nil, p)
 }
@@ -221,7 +221,7 @@ func (rt *Runtime) goSafe(what string, f func()) {
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
-		if err := contain(what, func() error { f(); return nil }); err != nil {
+		if err := messages.Contain(what, func() error { f(); return nil }); err != nil {
 			rt.log.Error("taskrt: contained panic", "in", what, "err", err)
 		}
 	}()

@@ -104,9 +104,9 @@ func (t *task) Receive(ctx actor.Context) {
 	// The runtime's own code should never panic here; if it does, the task is
 	// recorded failed rather than restarted (a restart would lose the outcome and
 	// could never be what a background task wants).
-	if err := contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
-		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*PanicError).Stack))
-		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*PanicError).Value)})
+	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
+		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
+		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
 	}
 }
 
@@ -266,7 +266,7 @@ func (t *task) cancelAsync(reason string, isTeardown bool, sender *actor.PID) {
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
 	rt.goSafe("cancel", func() {
 		defer t.cancels.Done()
-		err := contain("cancel", func() error { return cancel(reason) })
+		err := messages.Contain("cancel", func() error { return cancel(reason) })
 		rt.send(self, &cancelResult{err: err, teardown: isTeardown, sender: sender})
 	})
 }
@@ -361,7 +361,7 @@ func (t *task) read(ctx actor.Context) {
 			return // nobody would receive the delta: do not consume it
 		}
 		var err error
-		out, err = containValue("read output", func() (string, error) { return t.hooks.ReadOutput(), nil })
+		out, err = messages.ContainValue("read output", func() (string, error) { return t.hooks.ReadOutput(), nil })
 		if err != nil {
 			t.rt.log.Error("taskrt: ReadOutput panicked", "task", t.snap.ID, "err", err)
 			ctx.Respond(&messages.ReadReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
@@ -415,7 +415,7 @@ func (t *task) stopped() {
 		return
 	}
 	run := func() {
-		if err := contain("release", func() error { release(); return nil }); err != nil {
+		if err := messages.Contain("release", func() error { release(); return nil }); err != nil {
 			t.rt.log.Error("taskrt: Release panicked", "task", t.snap.ID, "err", err)
 		}
 	}

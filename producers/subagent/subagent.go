@@ -166,12 +166,7 @@ func (p *Producer) launch(ctx context.Context, owner messages.AgentID, b Brief) 
 		return nil, errors.New("sub-agent prompt is empty")
 	}
 	req := Request{Parent: owner, Child: p.childID(owner), Brief: b}
-	defer func() {
-		if r := recover(); r != nil {
-			run, err = nil, fmt.Errorf("launch sub-agent %s: launcher panicked: %v", req.Child, r)
-		}
-	}()
-	run, err = p.launcher.Launch(ctx, req)
+	run, err = messages.ContainValue("launcher", func() (Run, error) { return p.launcher.Launch(ctx, req) })
 	if err != nil {
 		return nil, fmt.Errorf("launch sub-agent %s: %w", req.Child, err)
 	}
@@ -191,30 +186,25 @@ func (p *Producer) childID(owner messages.AgentID) messages.AgentID {
 
 // settle awaits the run's result, then the child's disposal, and maps both to an
 // Outcome. A panicking Launcher becomes a failed Outcome rather than a lost one.
-func settle(run Run) (o messages.Outcome) {
-	defer func() {
-		if r := recover(); r != nil {
-			o = messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("sub-agent run panicked: %v", r)}
+func settle(run Run) messages.Outcome {
+	var o messages.Outcome
+	err := messages.Contain("sub-agent run", func() error {
+		o = Map(run.Wait())
+		if err := run.Dispose(context.Background()); err != nil {
+			// Quiescence is not confirmed: the child may still own live work.
+			o = messages.Outcome{Status: messages.Failed, Output: o.Output,
+				Detail: fmt.Sprintf("disposing the child agent failed: %v", err)}
 		}
-	}()
-	res := run.Wait()
-	o = Map(res)
-	if err := run.Dispose(context.Background()); err != nil {
-		// Quiescence is not confirmed: the child may still own live work.
-		return messages.Outcome{Status: messages.Failed, Output: o.Output,
-			Detail: fmt.Sprintf("disposing the child agent failed: %v", err)}
+		return nil
+	})
+	if err != nil {
+		return messages.Outcome{Status: messages.Failed, Detail: err.Error()}
 	}
 	return o
 }
 
-func cancelRun(run Run, reason string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("sub-agent cancel panicked: %v", r)
-		}
-	}()
-	run.Cancel(reason)
-	return nil
+func cancelRun(run Run, reason string) error {
+	return messages.Contain("sub-agent cancel", func() error { run.Cancel(reason); return nil })
 }
 
 // Map turns a child's Result into a task Outcome: completed → Completed; aborted →
