@@ -69,7 +69,7 @@ func Example() {
 	// after a short wait: running
 	// settled: completed exit code: 0
 	// another agent: task not found: job-1
-	// after dispose: {Tasks:0 Running:0 Agents:0 Actors:1 Abandoned:0}
+	// after dispose: {Tasks:0 Running:0 Retained:0 Tombstones:0 Agents:0 Actors:1 Abandoned:0}
 }
 
 // started is the embedder actor's own message: a start it asked for has returned.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -30,6 +31,7 @@ type modelTask struct {
 	status  messages.Status
 	detail  string
 	report  bool
+	evicted bool   // a tombstone: retention dropped its record
 	pending string // stream output not yet read
 	final   string // final-kind output once terminal
 	f       *modelFake
@@ -47,6 +49,10 @@ func (f *modelFake) finish(o messages.Outcome) { f.once.Do(func() { f.done <- o 
 
 type runtimeModel struct {
 	rt       *actors.Runtime
+	keep     int                                    // retention: settled records kept per owner
+	tombs    int                                    // tombstones kept per owner
+	retained map[messages.AgentID][]messages.TaskID // per owner, oldest settled first
+	tombQ    map[messages.AgentID][]messages.TaskID // per owner, oldest evicted first
 	agents   map[messages.AgentID]bool
 	tasks    map[messages.TaskID]*modelTask
 	order    []messages.TaskID
@@ -184,6 +190,7 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 			if s.Status != st || s.Detail != detail || s.Reported != mt.report {
 				t.Fatalf("settlement snapshot %+v, want %s/%s reported=%v", s, st, detail, mt.report)
 			}
+			m.retain(mt)
 		},
 		"read": func(t *rapid.T) {
 			id, caller := m.pickID(t), rapid.SampledFrom(modelCallers).Draw(t, "caller")
@@ -197,16 +204,18 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 				t.Fatalf("read %s: %v", id, err)
 			}
 			want := ""
-			if mt.stream {
+			switch {
+			case mt.evicted: // a tombstone: no output
+			case mt.stream:
 				want, mt.pending = mt.pending, ""
-			} else if mt.status.Terminal() {
+			case mt.status.Terminal():
 				want = mt.final
 			}
 			if mt.status.Terminal() {
 				mt.report = true
 			}
-			if r.Output != want {
-				t.Fatalf("read %s: output %q, want %q", id, r.Output, want)
+			if r.Output != want || r.Snapshot.Evicted != mt.evicted {
+				t.Fatalf("read %s: output %q evicted=%v, want %q evicted=%v", id, r.Output, r.Snapshot.Evicted, want, mt.evicted)
 			}
 		},
 		"kill": func(t *rapid.T) {
@@ -257,8 +266,8 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 				m.wantNotFound(t, "get", err, id)
 				return
 			}
-			if err != nil || s.Status != mt.status || s.Reported != mt.report || s.Owner != mt.owner {
-				t.Fatalf("get %s: %+v %v, want %s reported=%v", id, s, err, mt.status, mt.report)
+			if err != nil || s.Status != mt.status || s.Reported != mt.report || s.Owner != mt.owner || s.Evicted != mt.evicted {
+				t.Fatalf("get %s: %+v %v, want %s reported=%v evicted=%v", id, s, err, mt.status, mt.report, mt.evicted)
 			}
 		},
 		"dispose": func(t *rapid.T) {
@@ -274,6 +283,8 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 				t.Fatalf("dispose %s: %v", a, err)
 			}
 			delete(m.agents, a)
+			delete(m.retained, a)
+			delete(m.tombQ, a)
 			var keep []messages.TaskID
 			live := map[messages.TaskID]bool{}
 			for _, id := range m.order {
@@ -306,6 +317,25 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 	}
 }
 
+// retain applies the retention rule to a task that just settled: per owner, the
+// keep most recently settled tasks keep their records; older ones become tombstones
+// (no output), and past the tombstone bound the oldest is forgotten.
+func (m *runtimeModel) retain(mt *modelTask) {
+	m.retained[mt.owner] = append(m.retained[mt.owner], mt.id)
+	for len(m.retained[mt.owner]) > m.keep {
+		old := m.tasks[m.retained[mt.owner][0]]
+		m.retained[mt.owner] = m.retained[mt.owner][1:]
+		old.evicted, old.pending, old.final = true, "", ""
+		m.tombQ[mt.owner] = append(m.tombQ[mt.owner], old.id)
+		for len(m.tombQ[mt.owner]) > m.tombs {
+			gone := m.tombQ[mt.owner][0]
+			m.tombQ[mt.owner] = m.tombQ[mt.owner][1:]
+			delete(m.tasks, gone)
+			m.order = slices.DeleteFunc(m.order, func(id messages.TaskID) bool { return id == gone })
+		}
+	}
+}
+
 // check compares every caller's List and the live counts with the model.
 func (m *runtimeModel) check(t *rapid.T) {
 	*m.steps++
@@ -325,20 +355,24 @@ func (m *runtimeModel) check(t *rapid.T) {
 		}
 		for i, s := range list {
 			w := want[i]
-			if s.ID != w.id || s.Status != w.status || s.Reported != w.report || s.Owner != w.owner {
-				t.Fatalf("list for %q [%d]: %+v, want %s %s reported=%v", caller, i, s, w.id, w.status, w.report)
+			if s.ID != w.id || s.Status != w.status || s.Reported != w.report || s.Owner != w.owner || s.Evicted != w.evicted {
+				t.Fatalf("list for %q [%d]: %+v, want %s %s reported=%v evicted=%v", caller, i, s, w.id, w.status, w.report, w.evicted)
 			}
 		}
 	}
-	running := 0
+	running, tombstones := 0, 0
 	for _, mt := range m.tasks {
 		if !mt.status.Terminal() {
 			running++
 		}
+		if mt.evicted {
+			tombstones++
+		}
 	}
 	st := m.rt.Stats()
-	if st.Tasks != len(m.tasks) || st.Running != running || st.Agents != len(m.agents) {
-		t.Fatalf("stats %+v, want tasks %d running %d agents %d", st, len(m.tasks), running, len(m.agents))
+	if st.Tasks != len(m.tasks)-tombstones || st.Running != running || st.Agents != len(m.agents) ||
+		st.Tombstones != tombstones || st.Retained != len(m.tasks)-tombstones-running {
+		t.Fatalf("stats %+v, want records %d running %d tombstones %d agents %d", st, len(m.tasks)-tombstones, running, tombstones, len(m.agents))
 	}
 }
 
@@ -346,12 +380,23 @@ func TestModelBased(t *testing.T) {
 	steps, sequences := 0, 0
 	rapid.Check(t, func(t *rapid.T) {
 		sequences++
-		rt, err := actors.NewRuntime(actors.WithoutOwnerLimit())
+		keep := rapid.SampledFrom([]int{0, 1, 2, actors.DefaultRetention}).Draw(t, "retention")
+		tombs := rapid.SampledFrom([]int{0, 1, 3, actors.DefaultTombstones}).Draw(t, "tombstones")
+		opts := []actors.Option{actors.WithoutOwnerLimit(), actors.WithRetention(keep), actors.WithTombstones(tombs)}
+		if keep == 0 {
+			opts = append(opts, actors.WithoutRetention())
+		}
+		if tombs == 0 {
+			opts = append(opts, actors.WithoutTombstones())
+		}
+		rt, err := actors.NewRuntime(opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rt.Tasks().AttachSurface("model")
-		m := &runtimeModel{rt: rt, agents: map[messages.AgentID]bool{}, tasks: map[messages.TaskID]*modelTask{},
+		m := &runtimeModel{rt: rt, keep: keep, tombs: tombs,
+			retained: map[messages.AgentID][]messages.TaskID{}, tombQ: map[messages.AgentID][]messages.TaskID{},
+			agents: map[messages.AgentID]bool{}, tasks: map[messages.TaskID]*modelTask{},
 			counters: map[string]int{}, gotNote: make(chan messages.Snapshot, 1024), steps: &steps}
 		stop := rt.Tasks().OnDone(func(s messages.Snapshot) { m.gotNote <- s })
 		defer func() {

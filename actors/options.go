@@ -11,6 +11,8 @@ import (
 const (
 	DefaultOwnerLimit    = 10
 	DefaultSettleTimeout = 30 * time.Second
+	DefaultRetention     = 100    // settled tasks per owner that keep their full record
+	DefaultTombstones    = 10_000 // evicted tasks per owner still answered from a tombstone
 )
 
 // Option configures a Runtime. Options follow one rule: a zero or negative value
@@ -26,6 +28,8 @@ type config struct {
 	logger        *slog.Logger
 	ownerLimit    int // 0 = no cap
 	settleTimeout time.Duration
+	retention     int // settled records kept per bucket (0: none)
+	tombstones    int // tombstones kept per bucket (0: none)
 
 	registryHook func(msg any) // tests only: called before the registry handles msg
 }
@@ -34,6 +38,8 @@ func defaultConfig() config {
 	return config{
 		ownerLimit:    DefaultOwnerLimit,
 		settleTimeout: DefaultSettleTimeout,
+		retention:     DefaultRetention,
+		tombstones:    DefaultTombstones,
 		logger:        slog.New(slog.DiscardHandler),
 	}
 }
@@ -89,4 +95,40 @@ func WithSettleTimeout(d time.Duration) Option {
 			c.settleTimeout = d
 		}
 	})
+}
+
+// WithRetention sets how many settled tasks per owner (and for the unowned tasks)
+// keep their full record: output, producer resources, task actor. When one more task
+// settles, the oldest settled record beyond n is evicted — its output is dropped, the
+// producer's Release runs, its actor stops — and leaves a tombstone (see
+// WithTombstones). Running and stopping tasks are never evicted. Default
+// DefaultRetention; n <= 0 keeps the default. WithoutRetention keeps none.
+func WithRetention(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.retention = n
+		}
+	})
+}
+
+// WithoutRetention evicts every task as it settles: only tombstones remain.
+func WithoutRetention() Option {
+	return optionFunc(func(c *config) { c.retention = 0 })
+}
+
+// WithTombstones sets how many evicted tasks per owner (and for the unowned tasks)
+// are still answered from a tombstone — their final snapshot, with Evicted set.
+// Past the bound the oldest tombstone is forgotten and its id reads as not found.
+// Default DefaultTombstones; n <= 0 keeps the default. WithoutTombstones keeps none.
+func WithTombstones(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.tombstones = n
+		}
+	})
+}
+
+// WithoutTombstones forgets an evicted task at once: its id reads as not found.
+func WithoutTombstones() Option {
+	return optionFunc(func(c *config) { c.tombstones = 0 })
 }

@@ -70,19 +70,43 @@ type reservation struct {
 	b           *bucket
 }
 
-// bucket is one owner's share: its slot count and its tasks in start order.
+// bucket is one owner's share (or the unowned tasks'): its slot count, its records
+// in start order, and the two retention queues.
 type bucket struct {
 	live    int // running + stopping + reserved
 	pending int // reservations not yet committed and indexed
-	ids     []messages.TaskID
+	// ids holds every record and tombstone in start order. A forgotten tombstone's id
+	// stays until the slice is compacted (when more than half of it is forgotten), so
+	// forgetting costs O(1) amortized.
+	ids       []messages.TaskID
+	forgotten int
+	retained  queue // settled tasks with full records, oldest settled first
+	tombs     queue // tombstones, oldest evicted first
 }
 
+// queue is a FIFO of ids.
+type queue struct{ ids []messages.TaskID }
+
+func (q *queue) push(id messages.TaskID) { q.ids = append(q.ids, id) }
+func (q *queue) len() int                { return len(q.ids) }
+func (q *queue) pop() messages.TaskID {
+	id := q.ids[0]
+	q.ids[0] = ""
+	q.ids = q.ids[1:]
+	return id
+}
+
+// taskEntry is the registry's record of a task: a live or retained task (pid set) or
+// a tombstone (pid nil, snap.Evicted set), which the registry answers itself.
 type taskEntry struct {
 	snap     messages.Snapshot
 	pid      *actor.PID
 	seq      uint64
 	notified bool // the completion notice was claimed (notifyTask)
 }
+
+// report marks a tombstone reported; while the task actor lives, the actor does.
+func (e *taskEntry) report() { e.snap.Reported = true }
 
 // agentEntry is the registry's view of an agent.
 type agentEntry struct {
@@ -209,14 +233,18 @@ func (r *registry) receive(ctx actor.Context) {
 		r.spawned(ctx, m)
 	case *taskChanged:
 		if e, ok := r.tasks[m.snap.ID]; ok {
-			e.snap = m.snap
+			if e.pid == nil { // evicted meanwhile: the change can only be Reported
+				e.snap.Reported = e.snap.Reported || m.snap.Reported
+			} else {
+				e.snap = m.snap
+			}
 		}
 	case *taskSettled:
 		r.settled(ctx, m)
 	case *abandonWait:
-		// Nothing to do when the task is gone: its actor answered every waiter
-		// when it stopped.
-		if e, ok := r.tasks[m.id]; ok && visible(e.snap.Owner, m.caller) {
+		// Nothing to do when the task is gone or evicted: its actor answered every
+		// waiter when it settled or stopped.
+		if e, ok := r.tasks[m.id]; ok && e.pid != nil && visible(e.snap.Owner, m.caller) {
 			ctx.Forward(e.pid)
 		}
 
@@ -483,16 +511,72 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	}
 	e.snap = m.snap
 	r.rt.nRunning.Add(-1)
-	if m.snap.Owner == "" {
-		r.unowned.live--
-	} else if a, ok := r.agents[m.snap.Owner]; ok {
-		a.live--
-	}
+	r.rt.nRetained.Add(1)
 	// Listeners are silent from the moment Close begins.
 	if r.phase == runtimeOpen && !r.rt.closing.Load() {
 		for _, pid := range r.listeners {
 			ctx.Send(pid, &settlement{snap: m.snap})
 		}
+	}
+	b := r.bucketOf(m.snap.Owner)
+	if b == nil {
+		return
+	}
+	b.live--
+	b.retained.push(m.snap.ID)
+	for b.retained.len() > r.rt.cfg.retention {
+		r.evict(ctx, b, b.retained.pop())
+	}
+}
+
+// bucketOf is the bucket of an owner ("" = the unowned tasks), nil once it is gone.
+func (r *registry) bucketOf(owner messages.AgentID) *bucket {
+	if owner == "" {
+		return &r.unowned
+	}
+	if a, ok := r.agents[owner]; ok {
+		return &a.bucket
+	}
+	return nil
+}
+
+// evict turns the oldest retained record of a bucket into a tombstone (retention
+// rule): the route goes first, then the task actor is poisoned — every request routed
+// to it before is answered; it stops, and its Stopped handler runs the producer's
+// Release. Past the tombstone bound, the oldest tombstone is forgotten.
+func (r *registry) evict(ctx actor.Context, b *bucket, id messages.TaskID) {
+	e, ok := r.tasks[id]
+	if !ok || e.pid == nil {
+		return
+	}
+	ctx.Poison(e.pid)
+	e.pid = nil
+	e.snap.Evicted = true
+	r.rt.nRecords.Add(-1)
+	r.rt.nRetained.Add(-1)
+	r.rt.nTombstones.Add(1)
+	b.tombs.push(id)
+	for b.tombs.len() > r.rt.cfg.tombstones {
+		r.forget(b, b.tombs.pop())
+	}
+}
+
+// forget drops a tombstone: from now on its id reads as not found.
+func (r *registry) forget(b *bucket, id messages.TaskID) {
+	if _, ok := r.tasks[id]; !ok {
+		return
+	}
+	delete(r.tasks, id)
+	r.rt.nTombstones.Add(-1)
+	b.forgotten++
+	if b.forgotten*2 > len(b.ids) {
+		kept := make([]messages.TaskID, 0, len(b.ids)-b.forgotten)
+		for _, id := range b.ids {
+			if _, ok := r.tasks[id]; ok {
+				kept = append(kept, id)
+			}
+		}
+		b.ids, b.forgotten = kept, 0
 	}
 }
 
@@ -501,12 +585,26 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 // route forwards a request to the task actor after the owner fence; the task answers
 // the original sender. It reports false for an unknown id and, alike, for a task the
 // caller may not reach: the caller then answers with the same not-found error.
+// A tombstone is answered by the registry itself, from its snapshot.
 func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.AgentID) bool {
 	e, ok := r.tasks[id]
 	if !ok || !visible(e.snap.Owner, caller) {
 		return false
 	}
-	ctx.Forward(e.pid)
+	if e.pid != nil {
+		ctx.Forward(e.pid)
+		return true
+	}
+	// A tombstone: the answer shows the task's end, so the task is reported.
+	e.report()
+	switch ctx.Message().(type) {
+	case *messages.ReadTask:
+		ctx.Respond(&messages.ReadReply{Result: messages.ReadResult{Snapshot: e.snap}})
+	case *messages.KillTask:
+		ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
+	case *messages.WaitTask:
+		ctx.Respond(&messages.WaitReply{Snapshot: e.snap})
+	}
 	return true
 }
 
@@ -520,16 +618,28 @@ func (r *registry) list(caller messages.AgentID) []messages.Snapshot {
 		own = a.ids
 	}
 	out := make([]messages.Snapshot, 0, len(u)+len(own))
-	for len(u) > 0 || len(own) > 0 {
-		var id messages.TaskID
-		if len(own) == 0 || (len(u) > 0 && r.tasks[u[0]].seq < r.tasks[own[0]].seq) {
-			id, u = u[0], u[1:]
-		} else {
-			id, own = own[0], own[1:]
+	// next pops the first id of ids whose record still exists (forgotten tombstones
+	// are skipped).
+	next := func(ids *[]messages.TaskID) *taskEntry {
+		for len(*ids) > 0 {
+			if e, ok := r.tasks[(*ids)[0]]; ok {
+				return e
+			}
+			*ids = (*ids)[1:]
 		}
-		out = append(out, r.tasks[id].snap)
+		return nil
 	}
-	return out
+	for {
+		eu, eo := next(&u), next(&own)
+		switch {
+		case eu == nil && eo == nil:
+			return out
+		case eo == nil || (eu != nil && eu.seq < eo.seq):
+			out, u = append(out, eu.snap), u[1:]
+		default:
+			out, own = append(out, eo.snap), own[1:]
+		}
+	}
 }
 
 // claimNotice hands out the owner's injector for a task's one completion notice.
@@ -621,11 +731,10 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 			a.phase = agentStopping
 			for _, id := range a.ids {
 				if e, ok := r.tasks[id]; ok {
-					r.dropRecord(id, e)
-					ctx.Poison(e.pid)
+					r.dropRecord(ctx, id, e)
 				}
 			}
-			a.ids = nil
+			a.bucket = bucket{}
 			ctx.Send(a.pid, &stopAgent{})
 		default: // open, draining, stopping: waiting for an event
 			return
@@ -649,12 +758,21 @@ func (r *registry) agentGone(ctx actor.Context, a *agentEntry) {
 	r.advanceClose(ctx)
 }
 
-func (r *registry) dropRecord(id messages.TaskID, e *taskEntry) {
+// dropRecord removes a record or tombstone for good (owner disposed, runtime closed)
+// and poisons its actor if it has one.
+func (r *registry) dropRecord(ctx actor.Context, id messages.TaskID, e *taskEntry) {
 	delete(r.tasks, id)
-	r.rt.nRecords.Add(-1)
-	if !e.snap.Status.Terminal() {
+	switch {
+	case e.pid == nil:
+		r.rt.nTombstones.Add(-1)
+		return
+	case e.snap.Status.Terminal():
+		r.rt.nRetained.Add(-1)
+	default:
 		r.rt.nRunning.Add(-1) // only after a fault; keep the count honest
 	}
+	r.rt.nRecords.Add(-1)
+	ctx.Poison(e.pid)
 }
 
 // ---- close ----
@@ -669,7 +787,7 @@ func (r *registry) beginClose(ctx actor.Context) {
 		r.beginDisposal(ctx, a, "runtime closed")
 	}
 	for _, id := range r.unowned.ids {
-		if e, ok := r.tasks[id]; ok {
+		if e, ok := r.tasks[id]; ok && e.pid != nil {
 			r.owed++
 			ctx.Request(e.pid, &teardown{reason: "runtime closed"})
 		}
@@ -694,11 +812,10 @@ func (r *registry) advanceClose(ctx actor.Context) {
 		r.disarmStartsOverdue("")
 		for _, id := range r.unowned.ids {
 			if e, ok := r.tasks[id]; ok {
-				r.dropRecord(id, e)
-				ctx.Poison(e.pid)
+				r.dropRecord(ctx, id, e)
 			}
 		}
-		r.unowned.ids = nil
+		r.unowned = bucket{}
 		for id, pid := range r.listeners {
 			delete(r.listeners, id)
 			ctx.Poison(pid)

@@ -48,12 +48,14 @@ type Runtime struct {
 
 	// Counters, written by the actors and read by Stats without a round trip. They
 	// are statistics about the state the actors own, never state anything acts on.
-	nActors    atomic.Int64 // runtime actors between Started and Stopped
-	nAgents    atomic.Int64 // registered agents not yet gone
-	nRecords   atomic.Int64 // task records held (dropped at dispose / close)
-	nRunning   atomic.Int64 // tasks not yet terminal
-	nAbandoned atomic.Int64 // tasks failed by the settle timeout
-	nextToken  atomic.Uint64
+	nActors     atomic.Int64 // runtime actors between Started and Stopped
+	nAgents     atomic.Int64 // registered agents not yet gone
+	nRecords    atomic.Int64 // full task records held: running + retained
+	nRunning    atomic.Int64 // tasks not yet terminal
+	nRetained   atomic.Int64 // settled tasks whose full record is kept
+	nTombstones atomic.Int64 // evicted tasks answered from a tombstone
+	nAbandoned  atomic.Int64 // tasks failed by the settle timeout
+	nextToken   atomic.Uint64
 
 	// replies is a free list of reply processes whose answer was received.
 	replies chan *reply
@@ -63,11 +65,13 @@ type Runtime struct {
 // every agent was disposed and no unowned task remains) all fields but Abandoned are
 // 0, and Actors is 1 (the registry) until Close.
 type Stats struct {
-	Tasks     int // task records held (running or terminal, not yet dropped)
-	Running   int // tasks not yet terminal (running or stopping)
-	Agents    int // registered agents
-	Actors    int // live actors of the task tree (registry, agents, tasks)
-	Abandoned int // tasks recorded failed because they did not settle after cancel
+	Tasks      int // full task records held: Running + Retained
+	Running    int // tasks not yet terminal (running or stopping)
+	Retained   int // settled tasks that keep their full record (output, actor)
+	Tombstones int // evicted tasks still answered from their final snapshot
+	Agents     int // registered agents
+	Actors     int // live actors of the task tree (registry, agents, tasks)
+	Abandoned  int // tasks recorded failed because they did not settle after cancel
 }
 
 // NewRuntime starts a runtime: its registry actor, in its own actor system unless
@@ -130,13 +134,19 @@ func (rt *Runtime) ActorSystem() *actor.ActorSystem { return rt.system }
 // Stats reports the live counts. It costs a few atomic loads.
 func (rt *Runtime) Stats() Stats {
 	return Stats{
-		Tasks:     int(rt.nRecords.Load()),
-		Running:   int(rt.nRunning.Load()),
-		Agents:    int(rt.nAgents.Load()),
-		Actors:    int(rt.nActors.Load()),
-		Abandoned: int(rt.nAbandoned.Load()),
+		Tasks:      int(rt.nRecords.Load()),
+		Running:    int(rt.nRunning.Load()),
+		Retained:   int(rt.nRetained.Load()),
+		Tombstones: int(rt.nTombstones.Load()),
+		Agents:     int(rt.nAgents.Load()),
+		Actors:     int(rt.nActors.Load()),
+		Abandoned:  int(rt.nAbandoned.Load()),
 	}
 }
+
+// Retention is how many settled tasks per owner keep their full record
+// (WithRetention); tools quote it when a task's output is no longer kept.
+func (rt *Runtime) Retention() int { return rt.cfg.retention }
 
 // Close cancels every live task (owned or not) with reason "runtime closed", disposes
 // every agent (running its cleanups), awaits settlement, stops the actor tree, and

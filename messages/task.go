@@ -66,8 +66,9 @@ type Hooks struct {
 	// the producer. It must not block. Nil makes the task a final-output-only kind
 	// whose output is Outcome.Output.
 	ReadOutput func() string
-	// Release, when set, is called once when the runtime drops the task's record
-	// (its owner was disposed or the runtime closed), after Done settled. Producers
+	// Release, when set, is called once when the runtime drops the task's full
+	// record (the task was evicted by retention, its owner was disposed, or the
+	// runtime closed), after Done settled and every Cancel call returned. Producers
 	// free what must outlive settlement for reads, such as a spill file. Optional.
 	Release func()
 }
@@ -101,6 +102,10 @@ type Snapshot struct {
 	// or a read or wait returned its terminal state, or teardown ended it. A
 	// reported task gets no completion notice.
 	Reported bool
+	// Evicted is true for a tombstone: a settled task whose record the runtime no
+	// longer keeps in full (retention keeps the most recently settled tasks of each
+	// owner). A tombstone answers every call from this snapshot; its output is gone.
+	Evicted bool
 }
 
 // ReadResult is what a read returns: the output (a delta for stream kinds, the final

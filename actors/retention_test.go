@@ -1,0 +1,332 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+)
+
+// settleInOrder starts one fake task per kind for owner and settles them one after
+// another (each settlement observed before the next), returning ids and fakes in
+// settlement order.
+func settleInOrder(t *testing.T, rt *actors.Runtime, owner messages.AgentID, kinds ...string) ([]messages.TaskID, []*fake) {
+	t.Helper()
+	var ids []messages.TaskID
+	var fakes []*fake
+	for _, k := range kinds {
+		f := newFake()
+		f.Emit("output of " + k)
+		ids = append(ids, start(t, rt, f.spec(k, owner, true)))
+		fakes = append(fakes, f)
+	}
+	for i, f := range fakes {
+		f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+		waitSettled(t, rt, ids[i], owner) // unlike Wait, this reports nothing
+	}
+	return ids, fakes
+}
+
+// waitSettled blocks until id is terminal without marking it reported: a listener
+// sees the settlement.
+func waitSettled(t *testing.T, rt *actors.Runtime, id messages.TaskID, caller messages.AgentID) {
+	t.Helper()
+	settled := make(chan struct{})
+	var once sync.Once
+	stop := rt.Tasks().OnDone(func(s messages.Snapshot) {
+		if s.ID == id {
+			once.Do(func() { close(settled) })
+		}
+	})
+	defer stop()
+	if s, err := rt.Tasks().Get(bg, id, caller); err == nil && s.Status.Terminal() {
+		return
+	}
+	select {
+	case <-settled:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not settle", id)
+	}
+}
+
+func get(t *testing.T, rt *actors.Runtime, id messages.TaskID, caller messages.AgentID) messages.Snapshot {
+	t.Helper()
+	s, err := rt.Tasks().Get(bg, id, caller)
+	require.NoError(t, err)
+	return s
+}
+
+// released waits for a fake's Release (the actor stops asynchronously after the
+// eviction).
+func released(t *testing.T, f *fake) {
+	t.Helper()
+	select {
+	case <-f.Released:
+	case <-time.After(time.Minute):
+		t.Fatal("Release was not called")
+	}
+}
+
+func TestEvictionIsOldestSettledFirstAcrossKinds(t *testing.T) {
+	rt := newRT(t, actors.WithRetention(2))
+	register(t, rt, "a1")
+	ids, fakes := settleInOrder(t, rt, "a1", "bash", "subagent", "bash", "subagent")
+	// Four settled, two retained: the first two settled are tombstones.
+	for i, id := range ids {
+		s := get(t, rt, id, "a1")
+		assert.Equal(t, i < 2, s.Evicted, "%s evicted", id)
+		assert.Equal(t, messages.Completed, s.Status, "a tombstone keeps the final status")
+		assert.Equal(t, "exit code: 0", s.Detail)
+		assert.False(t, s.Finished.IsZero())
+	}
+	released(t, fakes[0])
+	released(t, fakes[1])
+	select {
+	case <-fakes[2].Released:
+		t.Fatal("a retained record was released")
+	default:
+	}
+	st := rt.Stats()
+	assert.Equal(t, 2, st.Retained)
+	assert.Equal(t, 2, st.Tombstones)
+	assert.Equal(t, 2, st.Tasks, "full records: the retained ones")
+}
+
+func TestRunningAndStoppingTasksAreNeverEvicted(t *testing.T) {
+	rt := newRT(t, actors.WithoutRetention())
+	register(t, rt, "a1")
+	running, stopping := newFake(), newFake()
+	runID := start(t, rt, running.spec("bash", "a1", true))
+	stopping.HoldCancel()
+	stopID := start(t, rt, stopping.spec("bash", "a1", true))
+	_, err := rt.Tasks().Kill(bg, stopID, "a1", "stop")
+	require.NoError(t, err)
+	settleInOrder(t, rt, "a1", "bash", "bash", "bash")
+	assert.False(t, get(t, rt, runID, "a1").Evicted)
+	s := get(t, rt, stopID, "a1")
+	assert.Equal(t, messages.Stopping, s.Status)
+	assert.False(t, s.Evicted)
+	stopping.Finish(messages.Outcome{Status: messages.Killed})
+	running.Finish(messages.Outcome{Status: messages.Completed})
+}
+
+func TestCallsOnATombstone(t *testing.T) {
+	rt := newRT(t, actors.WithoutRetention())
+	register(t, rt, "a1", "a2")
+	ids, _ := settleInOrder(t, rt, "a1", "bash")
+	id := ids[0]
+	uids, _ := settleInOrder(t, rt, "", "bash")
+	uid := uids[0]
+
+	t.Run("the owner gets every answer from the tombstone", func(t *testing.T) {
+		s := get(t, rt, id, "a1")
+		assert.True(t, s.Evicted)
+		assert.False(t, s.Reported, "a Get reports nothing")
+		list, err := rt.Tasks().List(bg, "a1")
+		require.NoError(t, err)
+		require.Len(t, list, 2, "the owner's tombstone and the unowned one")
+		assert.True(t, list[0].Evicted)
+		r, err := rt.Tasks().Read(bg, id, "a1")
+		require.NoError(t, err)
+		assert.Equal(t, "", r.Output, "the output is gone")
+		assert.True(t, r.Snapshot.Evicted, "the read is flagged evicted")
+		assert.True(t, r.Snapshot.Reported, "the read showed the model the end")
+		w, err := rt.Tasks().Wait(bg, id, "a1", time.Minute)
+		require.NoError(t, err)
+		assert.True(t, w.Evicted)
+		assert.Equal(t, messages.Completed, w.Status, "a wait returns at once")
+		k, err := rt.Tasks().Kill(bg, id, "a1", "late")
+		require.NoError(t, err)
+		assert.Equal(t, messages.KillAlreadyTerminal, k)
+	})
+	for _, caller := range []messages.AgentID{"a2", "", "stranger"} {
+		t.Run(fmt.Sprintf("caller %q gets not-found exactly as for an unknown id", caller), func(t *testing.T) {
+			want := "task not found: " + string(id)
+			_, err := rt.Tasks().Get(bg, id, caller)
+			assert.EqualError(t, err, want)
+			_, err = rt.Tasks().Read(bg, id, caller)
+			assert.EqualError(t, err, want)
+			_, err = rt.Tasks().Wait(bg, id, caller, time.Minute)
+			assert.EqualError(t, err, want)
+			_, err = rt.Tasks().Kill(bg, id, caller, "x")
+			assert.EqualError(t, err, want)
+			list, err := rt.Tasks().List(bg, caller)
+			require.NoError(t, err)
+			for _, s := range list {
+				assert.NotEqual(t, id, s.ID)
+			}
+		})
+	}
+	t.Run("an unowned tombstone is open to every caller", func(t *testing.T) {
+		for _, caller := range []messages.AgentID{"a1", "a2", ""} {
+			s := get(t, rt, uid, caller)
+			assert.True(t, s.Evicted)
+		}
+	})
+}
+
+func TestTombstoneBound(t *testing.T) {
+	rt := newRT(t, actors.WithoutRetention(), actors.WithTombstones(2))
+	register(t, rt, "a1")
+	ids, _ := settleInOrder(t, rt, "a1", "bash", "bash", "bash", "bash", "bash")
+	for i, id := range ids {
+		_, err := rt.Tasks().Get(bg, id, "a1")
+		if i < 3 {
+			assert.EqualError(t, err, "task not found: "+string(id), "past the bound, the oldest tombstone is forgotten")
+		} else {
+			assert.NoError(t, err)
+		}
+	}
+	list, err := rt.Tasks().List(bg, "a1")
+	require.NoError(t, err)
+	assert.Equal(t, []messages.TaskID{ids[3], ids[4]}, idsOf(list))
+	assert.Equal(t, 2, rt.Stats().Tombstones)
+
+	t.Run("without tombstones an evicted id reads as not found at once", func(t *testing.T) {
+		rt := newRT(t, actors.WithoutRetention(), actors.WithoutTombstones())
+		ids, _ := settleInOrder(t, rt, "", "bash")
+		_, err := rt.Tasks().Get(bg, ids[0], "")
+		assert.ErrorIs(t, err, messages.ErrTaskNotFound)
+		assert.Equal(t, actors.Stats{Actors: rt.Stats().Actors}, rt.Stats())
+	})
+}
+
+func idsOf(list []messages.Snapshot) []messages.TaskID {
+	out := make([]messages.TaskID, len(list))
+	for i, s := range list {
+		out[i] = s.ID
+	}
+	return out
+}
+
+func TestRetentionOneKeepsTheLastSettled(t *testing.T) {
+	rt := newRT(t, actors.WithRetention(1))
+	ids, fakes := settleInOrder(t, rt, "", "bash", "bash")
+	assert.True(t, get(t, rt, ids[0], "").Evicted)
+	r, err := rt.Tasks().Read(bg, ids[1], "")
+	require.NoError(t, err)
+	assert.Equal(t, "output of bash", r.Output, "the retained record keeps its output")
+	released(t, fakes[0])
+}
+
+// A task evicted before its notice was delivered still gets exactly one notice.
+func TestEvictionDoesNotLoseANotice(t *testing.T) {
+	rt := newRT(t, actors.WithoutRetention())
+	notices := make(chan string, 4)
+	require.NoError(t, rt.Agents().Register(bg, "a1", actors.WithInjector(func(_ context.Context, s string) error {
+		notices <- s
+		return nil
+	})))
+	// A listener that claims notices, as package tools does.
+	stop := rt.Tasks().OnDone(func(s messages.Snapshot) {
+		_, _ = rt.Tasks().Notify(bg, s.ID, "notice for "+string(s.ID))
+	})
+	defer stop()
+	f := newFake()
+	id := start(t, rt, f.spec("bash", "a1", true))
+	f.Finish(messages.Outcome{Status: messages.Completed})
+	assert.Equal(t, "notice for "+string(id), <-notices)
+	assert.True(t, get(t, rt, id, "a1").Evicted, "evicted at settlement, notified after")
+	ok, err := rt.Tasks().Notify(bg, id, "again")
+	require.NoError(t, err)
+	assert.False(t, ok, "exactly one")
+}
+
+// A wait pending at settlement gets the terminal snapshot even when the task is
+// evicted at once.
+func TestEvictionWithAWaitPending(t *testing.T) {
+	rt := newRT(t, actors.WithoutRetention())
+	f := newFake()
+	id := start(t, rt, f.spec("bash", "", true))
+	// The wait and the read go from this goroutine through the registry to the task
+	// actor in order: once the read is answered, the wait is registered.
+	fut := rt.ActorSystem().Root.RequestFuture(rt.Registry(), &messages.WaitTask{ID: id, Timeout: time.Minute}, 2*time.Minute)
+	_, err := rt.Tasks().Read(bg, id, "")
+	require.NoError(t, err)
+	f.Finish(messages.Outcome{Status: messages.Completed})
+	res, err := fut.Result()
+	require.NoError(t, err)
+	w := res.(*messages.WaitReply)
+	require.NoError(t, w.Err)
+	assert.Equal(t, messages.Completed, w.Snapshot.Status)
+	assert.True(t, w.Snapshot.Reported)
+	s := get(t, rt, id, "")
+	assert.True(t, s.Evicted)
+	assert.True(t, s.Reported, "the tombstone keeps the reported mark of the pending wait")
+}
+
+// Reads racing an eviction get the output or the tombstone — never an error, never a
+// hang.
+func TestReadsRacingAnEviction(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		rt := newRT(t, actors.WithoutRetention())
+		f := newFake()
+		f.Emit("data")
+		id := start(t, rt, f.spec("bash", "", true))
+		var wg sync.WaitGroup
+		outputs := make(chan messages.ReadResult, 16)
+		for range 8 {
+			wg.Go(func() {
+				r, err := rt.Tasks().Read(bg, id, "")
+				assert.NoError(t, err)
+				outputs <- r
+			})
+		}
+		f.Finish(messages.Outcome{Status: messages.Completed})
+		wg.Wait()
+		close(outputs)
+		data := 0
+		for r := range outputs {
+			if r.Output == "data" {
+				data++
+			} else {
+				assert.Equal(t, "", r.Output)
+			}
+		}
+		assert.LessOrEqual(t, data, 1, "the consuming read delivers the data at most once")
+	}
+}
+
+func TestOwnerDisposalDropsRecordsAndTombstones(t *testing.T) {
+	rt := newRT(t, actors.WithRetention(1))
+	register(t, rt, "a1")
+	ids, _ := settleInOrder(t, rt, "a1", "bash", "bash")
+	require.NoError(t, rt.Agents().Dispose(bg, "a1"))
+	for _, id := range ids {
+		_, err := rt.Tasks().Get(bg, id, "a1")
+		assert.ErrorIs(t, err, messages.ErrTaskNotFound)
+	}
+	assert.Equal(t, actors.Stats{Actors: 1}, rt.Stats())
+}
+
+// The tree of live actors is the registry, the agents, the unsettled tasks and at most
+// the retained records.
+func TestLiveActorsAreBoundedByRetention(t *testing.T) {
+	rt := newRT(t, actors.WithRetention(3), actors.WithoutOwnerLimit())
+	register(t, rt, "a1")
+	var kinds []string
+	for range 20 {
+		kinds = append(kinds, "bash")
+	}
+	settleInOrder(t, rt, "a1", kinds...)
+	running := newFake()
+	start(t, rt, running.spec("bash", "a1", true))
+	defer running.Finish(messages.Outcome{Status: messages.Completed})
+	// Evicted task actors stop asynchronously; wait for the count to come down.
+	deadline := time.Now().Add(time.Minute)
+	for rt.Stats().Actors > 1+1+3+1 && time.Now().Before(deadline) {
+		runtimeYield()
+	}
+	st := rt.Stats()
+	assert.LessOrEqual(t, st.Actors, 1+1+3+1, "registry + agent + retained + unsettled: %+v", st)
+	assert.Equal(t, 3, st.Retained)
+	assert.Equal(t, 17, st.Tombstones)
+	assert.Equal(t, 1, st.Running)
+}
