@@ -45,6 +45,23 @@ func listLine(s messages.Snapshot) string {
 // noTasks is task_list's answer when the caller sees no task.
 const noTasks = "(no background tasks)"
 
+// olderNotShownText is task_list's closing line counting the evicted tasks it left
+// out: "(+212 older finished tasks not shown)".
+func olderNotShownText(n int) string {
+	if n == 1 {
+		return "(+1 older finished task not shown)"
+	}
+	return fmt.Sprintf("(+%d older finished tasks not shown)", n)
+}
+
+// evictedText is task_output's line for an evicted task, before its status line.
+func evictedText(retention int) string {
+	if retention == 0 {
+		return "(output no longer kept: finished tasks do not keep their output here)"
+	}
+	return fmt.Sprintf("(output no longer kept: only the %d most recent finished tasks keep their output)", retention)
+}
+
 // startedText is the readable half of a background start's result.
 func startedText(id messages.TaskID, kind, label string) string {
 	return fmt.Sprintf("started background task %s (%s: %s). You will be notified when it finishes; read its output with task_output.",

@@ -189,6 +189,9 @@ func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw
 	if err != nil {
 		return taskErrResult(a.TaskID, err)
 	}
+	if r.Snapshot.Evicted {
+		return Result{Text: joinLines(evictedText(t.rt.Retention()), clamped, StatusLine(r.Snapshot))}
+	}
 	return Result{Text: joinLines(r.Output, clamped, StatusLine(r.Snapshot))}
 }
 
@@ -221,12 +224,22 @@ func (t *TaskTools) callList(ctx context.Context, caller messages.AgentID, raw j
 	if err != nil {
 		return errResult(err)
 	}
-	if len(snaps) == 0 {
-		return Result{Text: noTasks}
+	// Running tasks and retained records, one line each; the evicted ones (whose
+	// output is gone) are counted on a closing line.
+	lines := make([]string, 0, len(snaps))
+	evicted := 0
+	for _, s := range snaps {
+		if s.Evicted {
+			evicted++
+			continue
+		}
+		lines = append(lines, listLine(s))
 	}
-	lines := make([]string, len(snaps))
-	for i, s := range snaps {
-		lines[i] = listLine(s)
+	if evicted > 0 {
+		lines = append(lines, olderNotShownText(evicted))
+	}
+	if len(lines) == 0 {
+		return Result{Text: noTasks}
 	}
 	return Result{Text: strings.Join(lines, "\n")}
 }
