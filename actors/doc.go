@@ -32,6 +32,30 @@
 // at most the settle timeout (WithSettleTimeout): the task is then recorded failed
 // ("abandoned: …") or the start abandoned, and the teardown goes on.
 //
+// # Retention
+//
+// An owner may live for days and run thousands of tasks, so settled tasks do not
+// keep their records forever. Per owner, and for the unowned tasks, the Retention
+// (default 100) most recently settled tasks keep their full record: the output still
+// to read, the producer's resources (a spill file), and the task actor. When one more
+// task settles, the oldest settled record beyond that is evicted: its route is
+// removed, its actor is poisoned (a request already routed to it is answered
+// first), and the actor's Stopped handler runs the producer's Release. It leaves a
+// tombstone — its final snapshot, Evicted set — that the registry answers every call
+// from: Get and List return it, Wait returns it at once, Kill says already-terminal,
+// Read returns no output; all but Get and List mark it reported, as they would a
+// live record. Tombstones are bounded too (default 10,000 per owner); past the bound
+// the oldest is forgotten and its id reads as not found. Running and stopping tasks
+// are never evicted, the owner fence applies to tombstones unchanged, and a task
+// evicted before its completion notice was delivered still gets exactly one.
+//
+// Why the actor lives until eviction rather than stopping at settlement: a read of a
+// settled stream task still calls the producer's ReadOutput (the rest of the output,
+// possibly from a spill file on disk), and producer code never runs on the
+// registry's mailbox. A retained actor costs about 2.4 KB and no goroutine; the live
+// actors are therefore the registry, the agents, the unsettled tasks and at most the
+// retained records. A tombstone costs about 300 bytes.
+//
 // # Failures
 //
 // Panics in code the runtime calls — a producer's Run, Cancel, ReadOutput or

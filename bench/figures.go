@@ -18,12 +18,13 @@ import (
 
 // The baseline names of Figure.Baselines, in table column order.
 const (
-	BaselineMutex = "mutex"   // MutexRegistry
-	BaselineFloor = "floor"   // bare protoactor
-	BaselineExec  = "os/exec" // plain os/exec, same command
+	BaselineMutex   = "mutex"    // MutexRegistry
+	BaselineFloor   = "floor"    // bare protoactor
+	BaselineExec    = "os/exec"  // plain os/exec, same command
+	BaselineKeepAll = "keep-all" // the runtime keeping every record until disposal (before retention)
 )
 
-var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec}
+var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll}
 
 // Figure is one measured figure: our value (the taskrt runtime), each baseline's
 // value, and our value divided by the primary baseline's.
@@ -56,6 +57,7 @@ type Config struct {
 	Routed       RoutedConfig
 	Wait         WaitConfig
 	Memory       MemoryConfig
+	Retention    RetentionConfig
 	DisposeSizes []int         // owners' task counts for the dispose figures; the scaling figure compares the last to the first
 	Dispose      DisposeConfig // Repeat and Depth for the dispose and chain figures
 	True         TrueConfig
@@ -74,6 +76,7 @@ func DefaultConfig() Config {
 		Routed:       RoutedConfig{Tasks: 10_000, Owners: 1_000, Samples: 20_000},
 		Wait:         WaitConfig{Samples: 5_000},
 		Memory:       MemoryConfig{Tasks: 100_000, Owners: 100},
+		Retention:    RetentionConfig{Tasks: 100_000, Early: 1_000},
 		DisposeSizes: []int{1_000, 10_000},
 		Dispose:      DisposeConfig{Repeat: 5, Depth: 10},
 		True:         TrueConfig{Runs: 1_000, Workers: 8},
@@ -90,6 +93,7 @@ func QuickConfig() Config {
 		Routed:       RoutedConfig{Tasks: 1_000, Owners: 100, Samples: 2_000},
 		Wait:         WaitConfig{Samples: 500},
 		Memory:       MemoryConfig{Tasks: 10_000, Owners: 100},
+		Retention:    RetentionConfig{Tasks: 5_000, Early: 500},
 		DisposeSizes: []int{100, 1_000},
 		Dispose:      DisposeConfig{Repeat: 3, Depth: 10},
 		True:         TrueConfig{Runs: 100, Workers: 8},
@@ -178,6 +182,11 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 	for _, impl := range registries {
 		add(memoryName, impl, func() (err error) { mem[impl], err = Memory(ctx, impl, cfg.Memory); return err })
 	}
+	var retention []Figure
+	add(fmt.Sprintf("retention (%d tasks, one owner)", cfg.Retention.Tasks), ImplActors, func() (err error) {
+		retention, err = RetentionFigures(ctx, cfg.Retention)
+		return err
+	})
 	for _, n := range cfg.DisposeSizes {
 		disp[n] = map[Impl]time.Duration{}
 		for _, impl := range registries {
@@ -275,6 +284,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		newFigure("  of which stacks", "B/task", "lower", mem[ImplActors].Stacks, BaselineMutex,
 			vs(func(i Impl) float64 { return mem[i].Stacks }, ImplMutex, ImplFloor),
 			"one parked goroutine per task in both registries; its size follows Go's adaptive starting stack (2 or 4 KiB)"))
+	figs = append(figs, retention...)
 	for _, n := range cfg.DisposeSizes {
 		figs = append(figs, newFigure(disposeName(n), "ms", "lower", ms(disp[n][ImplActors]), BaselineMutex,
 			vs(func(i Impl) float64 { return ms(disp[n][i]) }, ImplMutex, ImplFloor),

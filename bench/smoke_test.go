@@ -18,6 +18,7 @@ func tinyConfig() Config {
 		Routed:       RoutedConfig{Tasks: 20, Owners: 5, Samples: 20},
 		Wait:         WaitConfig{Samples: 10},
 		Memory:       MemoryConfig{Tasks: 20, Owners: 2},
+		Retention:    RetentionConfig{Tasks: 30, Early: 10},
 		DisposeSizes: []int{5, 10},
 		Dispose:      DisposeConfig{Repeat: 1, Depth: 3},
 		True:         TrueConfig{Runs: 4, Workers: 2},
@@ -34,7 +35,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	require.Equal(t, 42, steps) // five figures in two rounds of three impls, four once
+	require.Equal(t, 43, steps) // five figures in two rounds of three impls, four once, retention once
 
 	var names []string
 	for _, f := range figs {
@@ -48,6 +49,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 		"routed read p50", "routed read p99", "routed get p50", "routed get p99",
 		"wait wake-up p50", "wait wake-up p99",
 		"bytes per live task", "  of which heap", "  of which stacks",
+		"one owner, 30 tasks: heap growth after the first 10", "one owner, 30 tasks: live actors", "heap per tombstone",
 		"dispose 5 tasks", "dispose 10 tasks", "dispose scaling 10/5",
 		"dispose 3-deep chain",
 		"/bin/true ×4 wall",
@@ -62,7 +64,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 	require.NoError(t, WriteTable(&table, ThisMachine(), figs))
 	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
 	require.True(t, strings.HasPrefix(lines[0], "# nproc "), lines[0])
-	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+ratio\s+unit$`, lines[1])
+	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+keep-all\s+ratio\s+unit$`, lines[1])
 	require.Contains(t, table.String(), "lifecycle throughput")
 
 	var doc bytes.Buffer
