@@ -128,7 +128,9 @@ func RetentionFigures(ctx context.Context, cfg RetentionConfig) ([]Figure, error
 	}
 	floor := RetentionFloor(cfg)
 	mib := func(b float64) float64 { return b / (1 << 20) }
-	per := func(r RetentionResult) float64 { return (float64(r.HeapEnd) - float64(r.HeapEarly)) / float64(cfg.Early-1) }
+	per := func(r RetentionResult) float64 {
+		return (float64(r.HeapEnd) - float64(r.HeapEarly)) / float64(cfg.Early-1)
+	}
 	name := fmt.Sprintf("one owner, %d tasks", cfg.Tasks)
 	return []Figure{
 		newFigure(name+": heap growth after the first "+fmt.Sprint(cfg.Early), "MiB", "lower", mib(bounded.Growth()), BaselineKeepAll,
