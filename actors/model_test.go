@@ -53,6 +53,7 @@ type runtimeModel struct {
 	tombs    int                                    // tombstones kept per owner
 	retained map[messages.AgentID][]messages.TaskID // per owner, oldest settled first
 	tombQ    map[messages.AgentID][]messages.TaskID // per owner, oldest evicted first
+	parent   map[messages.AgentID]messages.AgentID  // registered agents' parents ("" = top level)
 	agents   map[messages.AgentID]bool
 	tasks    map[messages.TaskID]*modelTask
 	order    []messages.TaskID
@@ -64,7 +65,33 @@ type runtimeModel struct {
 var modelAgents = []messages.AgentID{"a1", "a2", "a3"}
 var modelCallers = []messages.AgentID{"a1", "a2", "a3", "", "stranger"}
 
-func visibleTo(owner, caller messages.AgentID) bool { return owner == "" || owner == caller }
+// visibleTo is the owner fence of the reference model: unowned tasks are open; an
+// owned task is visible to its owner and the owner's ancestors.
+func (m *runtimeModel) visibleTo(owner, caller messages.AgentID) bool {
+	if owner == "" || owner == caller {
+		return true
+	}
+	for a := m.parent[owner]; a != "" && caller != ""; a = m.parent[a] {
+		if a == caller {
+			return true
+		}
+	}
+	return false
+}
+
+// subtree is a and its registered descendants.
+func (m *runtimeModel) subtree(a messages.AgentID) map[messages.AgentID]bool {
+	out := map[messages.AgentID]bool{a: true}
+	for changed := true; changed; {
+		changed = false
+		for c, p := range m.parent {
+			if out[p] && !out[c] && m.agents[c] {
+				out[c], changed = true, true
+			}
+		}
+	}
+	return out
+}
 
 func (m *runtimeModel) pickID(t *rapid.T) messages.TaskID {
 	if len(m.order) == 0 || rapid.IntRange(0, 9).Draw(t, "unknown") == 0 {
@@ -106,17 +133,26 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
 		"register": func(t *rapid.T) {
 			a := rapid.SampledFrom(modelAgents).Draw(t, "agent")
-			err := m.rt.Agents().Register(ctx, a)
-			if m.agents[a] {
+			p := rapid.SampledFrom(append([]messages.AgentID{"", ""}, modelAgents...)).Draw(t, "parent")
+			var opts []actors.AgentOption
+			if p != "" {
+				opts = append(opts, actors.WithParent(p))
+			}
+			err := m.rt.Agents().Register(ctx, a, opts...)
+			switch {
+			case m.agents[a]:
 				if !errors.Is(err, messages.ErrAgentExists) {
 					t.Fatalf("register %s twice: %v", a, err)
 				}
-				return
-			}
-			if err != nil {
+			case p != "" && !m.agents[p]:
+				if !errors.Is(err, messages.ErrOwnerUnknown) {
+					t.Fatalf("register %s under unregistered %s: %v", a, p, err)
+				}
+			case err != nil:
 				t.Fatalf("register %s: %v", a, err)
+			default:
+				m.agents[a], m.parent[a] = true, p
 			}
-			m.agents[a] = true
 		},
 		"start": func(t *rapid.T) {
 			kind := rapid.SampledFrom([]string{"bash", "subagent"}).Draw(t, "kind")
@@ -196,7 +232,7 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 			id, caller := m.pickID(t), rapid.SampledFrom(modelCallers).Draw(t, "caller")
 			r, err := m.rt.Tasks().Read(ctx, id, caller)
 			mt := m.liveTask(id)
-			if mt == nil || !visibleTo(mt.owner, caller) {
+			if mt == nil || !m.visibleTo(mt.owner, caller) {
 				m.wantNotFound(t, "read", err, id)
 				return
 			}
@@ -222,7 +258,7 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 			id, caller := m.pickID(t), rapid.SampledFrom(modelCallers).Draw(t, "caller")
 			res, err := m.rt.Tasks().Kill(ctx, id, caller, "model kill")
 			mt := m.liveTask(id)
-			if mt == nil || !visibleTo(mt.owner, caller) {
+			if mt == nil || !m.visibleTo(mt.owner, caller) {
 				m.wantNotFound(t, "kill", err, id)
 				return
 			}
@@ -244,7 +280,7 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 			id, caller := m.pickID(t), rapid.SampledFrom(modelCallers).Draw(t, "caller")
 			s, err := m.rt.Tasks().Wait(ctx, id, caller, time.Millisecond)
 			mt := m.liveTask(id)
-			if mt == nil || !visibleTo(mt.owner, caller) {
+			if mt == nil || !m.visibleTo(mt.owner, caller) {
 				m.wantNotFound(t, "wait", err, id)
 				return
 			}
@@ -262,7 +298,7 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 			id, caller := m.pickID(t), rapid.SampledFrom(modelCallers).Draw(t, "caller")
 			s, err := m.rt.Tasks().Get(ctx, id, caller)
 			mt := m.liveTask(id)
-			if mt == nil || !visibleTo(mt.owner, caller) {
+			if mt == nil || !m.visibleTo(mt.owner, caller) {
 				m.wantNotFound(t, "get", err, id)
 				return
 			}
@@ -282,14 +318,19 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 			if err != nil {
 				t.Fatalf("dispose %s: %v", a, err)
 			}
-			delete(m.agents, a)
-			delete(m.retained, a)
-			delete(m.tombQ, a)
+			// Disposing an agent disposes its descendants.
+			gone := m.subtree(a)
+			for g := range gone {
+				delete(m.agents, g)
+				delete(m.parent, g)
+				delete(m.retained, g)
+				delete(m.tombQ, g)
+			}
 			var keep []messages.TaskID
 			live := map[messages.TaskID]bool{}
 			for _, id := range m.order {
 				mt := m.tasks[id]
-				if mt.owner != a {
+				if !gone[mt.owner] || mt.owner == "" {
 					keep = append(keep, id)
 					continue
 				}
@@ -346,7 +387,7 @@ func (m *runtimeModel) check(t *rapid.T) {
 		}
 		var want []*modelTask
 		for _, id := range m.order {
-			if mt := m.tasks[id]; visibleTo(mt.owner, caller) {
+			if mt := m.tasks[id]; m.visibleTo(mt.owner, caller) {
 				want = append(want, mt)
 			}
 		}
@@ -396,6 +437,7 @@ func TestModelBased(t *testing.T) {
 		rt.Tasks().AttachSurface("model")
 		m := &runtimeModel{rt: rt, keep: keep, tombs: tombs,
 			retained: map[messages.AgentID][]messages.TaskID{}, tombQ: map[messages.AgentID][]messages.TaskID{},
+			parent: map[messages.AgentID]messages.AgentID{},
 			agents: map[messages.AgentID]bool{}, tasks: map[messages.TaskID]*modelTask{},
 			counters: map[string]int{}, gotNote: make(chan messages.Snapshot, 1024), steps: &steps}
 		stop := rt.Tasks().OnDone(func(s messages.Snapshot) { m.gotNote <- s })

@@ -28,8 +28,9 @@ type config struct {
 	logger        *slog.Logger
 	ownerLimit    int // 0 = no cap
 	settleTimeout time.Duration
-	retention     int // settled records kept per bucket (0: none)
-	tombstones    int // tombstones kept per bucket (0: none)
+	retention     int  // settled records kept per bucket (0: none)
+	tombstones    int  // tombstones kept per bucket (0: none)
+	ancestors     bool // an agent's ancestors reach its tasks
 
 	registryHook func(msg any) // tests only: called before the registry handles msg
 }
@@ -40,6 +41,7 @@ func defaultConfig() config {
 		settleTimeout: DefaultSettleTimeout,
 		retention:     DefaultRetention,
 		tombstones:    DefaultTombstones,
+		ancestors:     true,
 		logger:        slog.New(slog.DiscardHandler),
 	}
 }
@@ -131,4 +133,13 @@ func WithTombstones(n int) Option {
 // WithoutTombstones forgets an evicted task at once: its id reads as not found.
 func WithoutTombstones() Option {
 	return optionFunc(func(c *config) { c.tombstones = 0 })
+}
+
+// WithoutAncestorAccess keeps every owned task to its owner alone. By default an
+// agent registered WithParent is visible to its ancestors: they list, get, read,
+// kill and wait on its tasks (a parent can see and stop what its sub-agents
+// started). Descendants and siblings never see an ancestor's tasks either way, and a
+// completion notice goes only to the task's own owner.
+func WithoutAncestorAccess() Option {
+	return optionFunc(func(c *config) { c.ancestors = false })
 }

@@ -151,8 +151,24 @@ func newRegistry(rt *Runtime) *registry {
 	}
 }
 
-// visible is the owner fence: unowned tasks are open, owned ones only to their owner.
-func visible(owner, caller messages.AgentID) bool { return owner == "" || owner == caller }
+// visible is the owner fence: unowned tasks are open to every caller; an owned task
+// to its owner and to the owner's ancestors (agents registered WithParent above it),
+// unless WithoutAncestorAccess. Descendants, siblings and unrelated agents never see
+// it.
+func (r *registry) visible(owner, caller messages.AgentID) bool {
+	if owner == "" || owner == caller {
+		return true
+	}
+	if caller == "" || !r.rt.cfg.ancestors {
+		return false
+	}
+	for a, ok := r.agents[owner]; ok && a.parent != ""; a, ok = r.agents[a.parent] {
+		if a.parent == caller {
+			return true
+		}
+	}
+	return false
+}
 
 func (r *registry) Receive(ctx actor.Context) {
 	err := messages.Contain("registry", func() error { r.receive(ctx); return nil })
@@ -190,7 +206,7 @@ func (r *registry) receive(ctx actor.Context) {
 	// ---- public requests (messages.Request) ----
 	case *messages.GetTask:
 		e, ok := r.tasks[m.ID]
-		if !ok || !visible(e.snap.Owner, m.Caller) {
+		if !ok || !r.visible(e.snap.Owner, m.Caller) {
 			ctx.Respond(&messages.SnapshotReply{Err: notFound(m.ID)})
 			return
 		}
@@ -244,7 +260,7 @@ func (r *registry) receive(ctx actor.Context) {
 	case *abandonWait:
 		// Nothing to do when the task is gone or evicted: its actor answered every
 		// waiter when it settled or stopped.
-		if e, ok := r.tasks[m.id]; ok && e.pid != nil && visible(e.snap.Owner, m.caller) {
+		if e, ok := r.tasks[m.id]; ok && e.pid != nil && r.visible(e.snap.Owner, m.caller) {
 			ctx.Forward(e.pid)
 		}
 
@@ -588,7 +604,7 @@ func (r *registry) forget(b *bucket, id messages.TaskID) {
 // A tombstone is answered by the registry itself, from its snapshot.
 func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.AgentID) bool {
 	e, ok := r.tasks[id]
-	if !ok || !visible(e.snap.Owner, caller) {
+	if !ok || !r.visible(e.snap.Owner, caller) {
 		return false
 	}
 	if e.pid != nil {
@@ -608,38 +624,55 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 	return true
 }
 
-// list merges the unowned bucket and the caller's bucket. Each bucket holds its ids in
-// start order (they are appended as tasks are indexed, in sequence), so a merge by
-// sequence number gives the caller's view in start order without sorting.
+// list returns the caller-visible tasks in start order: the unowned ones, the
+// caller's own, and (with ancestor access) its descendants'. Each bucket holds its
+// ids in start order (appended as tasks are indexed, in sequence), so a merge by
+// sequence number gives the view without sorting.
 func (r *registry) list(caller messages.AgentID) []messages.Snapshot {
-	u := r.unowned.ids
-	var own []messages.TaskID
+	lists := [][]messages.TaskID{r.unowned.ids}
 	if a, ok := r.agents[caller]; ok && caller != "" {
-		own = a.ids
-	}
-	out := make([]messages.Snapshot, 0, len(u)+len(own))
-	// next pops the first id of ids whose record still exists (forgotten tombstones
-	// are skipped).
-	next := func(ids *[]messages.TaskID) *taskEntry {
-		for len(*ids) > 0 {
-			if e, ok := r.tasks[(*ids)[0]]; ok {
-				return e
-			}
-			*ids = (*ids)[1:]
+		lists = append(lists, a.ids)
+		if r.rt.cfg.ancestors {
+			lists = r.descendantIDs(a, lists)
 		}
-		return nil
 	}
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]messages.Snapshot, 0, n)
 	for {
-		eu, eo := next(&u), next(&own)
-		switch {
-		case eu == nil && eo == nil:
+		// Pick the list whose first live record has the lowest sequence number;
+		// forgotten tombstones are skipped.
+		best := -1
+		var be *taskEntry
+		for i := range lists {
+			for len(lists[i]) > 0 {
+				if e, ok := r.tasks[lists[i][0]]; ok {
+					if be == nil || e.seq < be.seq {
+						best, be = i, e
+					}
+					break
+				}
+				lists[i] = lists[i][1:]
+			}
+		}
+		if be == nil {
 			return out
-		case eo == nil || (eu != nil && eu.seq < eo.seq):
-			out, u = append(out, eu.snap), u[1:]
-		default:
-			out, own = append(out, eo.snap), own[1:]
+		}
+		out = append(out, be.snap)
+		lists[best] = lists[best][1:]
+	}
+}
+
+// descendantIDs appends the id lists of a's child agents, recursively.
+func (r *registry) descendantIDs(a *agentEntry, lists [][]messages.TaskID) [][]messages.TaskID {
+	for id := range a.children {
+		if c, ok := r.agents[id]; ok {
+			lists = r.descendantIDs(c, append(lists, c.ids))
 		}
 	}
+	return lists
 }
 
 // claimNotice hands out the owner's injector for a task's one completion notice.

@@ -37,9 +37,15 @@ func NoticeText(s messages.Snapshot) string {
 		s.ID, s.Kind, Label(s.Label), StatusLine(s))
 }
 
-// listLine is one task_list line: "<id> [<kind>] <status> — <label>".
-func listLine(s messages.Snapshot) string {
-	return fmt.Sprintf("%s [%s] %s — %s", s.ID, s.Kind, s.Status, Label(s.Label))
+// listLine is one task_list line: "<id> [<kind>] <status> — <label>", and for a
+// task of one of the caller's sub-agents (a descendant agent) its owner:
+// "bash-4 [bash] running — npm run dev (sub-agent a1/sub-1)".
+func listLine(s messages.Snapshot, caller messages.AgentID) string {
+	line := fmt.Sprintf("%s [%s] %s — %s", s.ID, s.Kind, s.Status, Label(s.Label))
+	if s.Owner != "" && s.Owner != caller {
+		line += fmt.Sprintf(" (sub-agent %s)", truncate(oneLine(string(s.Owner)), 128))
+	}
+	return line
 }
 
 // noTasks is task_list's answer when the caller sees no task.

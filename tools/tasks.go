@@ -233,7 +233,7 @@ func (t *TaskTools) callList(ctx context.Context, caller messages.AgentID, raw j
 			evicted++
 			continue
 		}
-		lines = append(lines, listLine(s))
+		lines = append(lines, listLine(s, caller))
 	}
 	if evicted > 0 {
 		lines = append(lines, olderNotShownText(evicted))
