@@ -208,6 +208,23 @@ func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.Ag
 	}
 }
 
+// WaitAny waits until one of the tasks ids names has settled, or timeout passes. It
+// returns the snapshots in the order of the ids (duplicates removed): at least one
+// terminal, unless the timeout passed first (then every one is running, and the
+// error is nil). Up to messages.MaxWaitSet ids; every id is checked against the owner
+// fence before anything waits, and an unknown or foreign one fails the call, naming
+// it. Every terminal snapshot returned marks its task reported, as Wait does;
+// cancelling ctx ends only the wait (its error is returned with the current
+// snapshots). It is built from the tasks' own waits, so it costs no polling.
+func (t *Tasks) WaitAny(ctx context.Context, ids []messages.TaskID, caller messages.AgentID, timeout time.Duration) ([]messages.Snapshot, error) {
+	return t.waitSet(ctx, ids, caller, messages.WaitAny, timeout)
+}
+
+// WaitAll is WaitAny that waits until every task has settled.
+func (t *Tasks) WaitAll(ctx context.Context, ids []messages.TaskID, caller messages.AgentID, timeout time.Duration) ([]messages.Snapshot, error) {
+	return t.waitSet(ctx, ids, caller, messages.WaitAll, timeout)
+}
+
 func waitResult(id messages.TaskID, m any) (messages.Snapshot, error) {
 	switch r := m.(type) {
 	case *messages.WaitReply:

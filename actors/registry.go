@@ -51,7 +51,8 @@ type registry struct {
 	agents  map[messages.AgentID]*agentEntry
 	byPID   map[string]*agentEntry // by actor id, for Terminated
 
-	listeners map[string]*actor.PID // OnDone listener actors, by actor id
+	listeners  map[string]*actor.PID // OnDone listener actors, by actor id
+	setWaiters map[string][2]*actor.PID // set waiter actors by actor id: {waiter, requester}
 
 	overdue map[messages.AgentID]*time.Timer // armed start-overdue timers, by owner ("" = close)
 }
@@ -139,15 +140,16 @@ const (
 
 func newRegistry(rt *Runtime) *registry {
 	return &registry{
-		rt:        rt,
-		surfaces:  map[uint64]string{},
-		counters:  map[string]int{},
-		starts:    map[uint64]*reservation{},
-		tasks:     map[messages.TaskID]*taskEntry{},
-		agents:    map[messages.AgentID]*agentEntry{},
-		byPID:     map[string]*agentEntry{},
-		listeners: map[string]*actor.PID{},
-		overdue:   map[messages.AgentID]*time.Timer{},
+		rt:         rt,
+		surfaces:   map[uint64]string{},
+		counters:   map[string]int{},
+		starts:     map[uint64]*reservation{},
+		tasks:      map[messages.TaskID]*taskEntry{},
+		agents:     map[messages.AgentID]*agentEntry{},
+		byPID:      map[string]*agentEntry{},
+		listeners:  map[string]*actor.PID{},
+		setWaiters: map[string][2]*actor.PID{},
+		overdue:    map[messages.AgentID]*time.Timer{},
 	}
 }
 
@@ -224,11 +226,25 @@ func (r *registry) receive(ctx actor.Context) {
 	case *messages.WaitTask:
 		switch {
 		case m.Timeout <= 0:
-			ctx.Respond(&messages.WaitReply{Err: invalidWaitTimeout(m.Timeout)})
+			ctx.Respond(&messages.WaitReply{ID: m.ID, Err: invalidWaitTimeout(m.Timeout)})
 		case !r.route(ctx, m.ID, m.Caller):
-			ctx.Respond(&messages.WaitReply{Err: notFound(m.ID)})
+			ctx.Respond(&messages.WaitReply{ID: m.ID, Err: notFound(m.ID)})
 		}
-	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask:
+	case *messages.WaitTasks:
+		req, err := r.checkWaitSet(m)
+		if err != nil {
+			ctx.Respond(&messages.WaitTasksReply{Err: err})
+			return
+		}
+		pid := ctx.Spawn(newSetWaiterProps(r.rt, req, ctx.Sender()))
+		r.setWaiters[pid.Id] = [2]*actor.PID{pid, ctx.Sender()}
+	case *abandonSet:
+		for _, w := range r.setWaiters {
+			if w[1].Equal(m.requester) {
+				ctx.Send(w[0], m)
+			}
+		}
+	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks:
 		r.byValue(ctx, m)
 
 	// ---- starts ----
@@ -333,6 +349,7 @@ func (r *registry) receive(ctx actor.Context) {
 			r.agentGone(ctx, a)
 			return
 		}
+		delete(r.setWaiters, m.Who.Id)
 		r.advanceClose(ctx)
 	case *actor.Stopped:
 		r.rt.nActors.Add(-1)
@@ -368,6 +385,8 @@ func (r *registry) byValue(ctx actor.Context, m any) {
 		ctx.Respond(&messages.KillReply{Err: err})
 	case messages.WaitTask:
 		ctx.Respond(&messages.WaitReply{Err: err})
+	case messages.WaitTasks:
+		ctx.Respond(&messages.WaitTasksReply{Err: err})
 	}
 }
 
@@ -619,7 +638,7 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 	case *messages.KillTask:
 		ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
 	case *messages.WaitTask:
-		ctx.Respond(&messages.WaitReply{Snapshot: e.snap})
+		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
 	}
 	return true
 }

@@ -204,7 +204,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		for _, w := range t.waiters {
 			w.timer.Stop()
 			if t.rt.alive(w.pid) { // a requester that gave up gets nothing
-				ctx.Send(w.pid, &messages.WaitReply{Snapshot: t.snap})
+				ctx.Send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
 			}
 		}
 		t.waiters = nil
@@ -314,12 +314,12 @@ func (t *task) dropKill(pid *actor.PID) {
 
 func (t *task) wait(ctx actor.Context, m *messages.WaitTask) {
 	if m.Timeout <= 0 {
-		ctx.Respond(&messages.WaitReply{Err: invalidWaitTimeout(m.Timeout)})
+		ctx.Respond(&messages.WaitReply{ID: m.ID, Err: invalidWaitTimeout(m.Timeout)})
 		return
 	}
 	if t.phase == phaseSettled {
 		t.report(ctx)
-		ctx.Respond(&messages.WaitReply{Snapshot: t.snap})
+		ctx.Respond(&messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
 		return
 	}
 	t.nextWaiter++
@@ -335,7 +335,7 @@ func (t *task) endWait(ctx actor.Context, match func(*waiter) bool) {
 		if match(w) {
 			w.timer.Stop()
 			t.waiters = append(t.waiters[:i], t.waiters[i+1:]...)
-			ctx.Send(w.pid, &messages.WaitReply{Snapshot: t.snap})
+			ctx.Send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
 			return
 		}
 	}
@@ -399,7 +399,7 @@ func (t *task) stopped() {
 	t.rt.nActors.Add(-1)
 	for _, w := range t.waiters {
 		w.timer.Stop()
-		t.rt.send(w.pid, &messages.WaitReply{Snapshot: t.snap})
+		t.rt.send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
 	}
 	t.waiters = nil
 	if t.settleT != nil {

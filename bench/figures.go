@@ -22,9 +22,10 @@ const (
 	BaselineFloor   = "floor"    // bare protoactor
 	BaselineExec    = "os/exec"  // plain os/exec, same command
 	BaselineKeepAll = "keep-all" // the runtime keeping every record until disposal (before retention)
+	BaselineOneWait = "one wait" // a single Tasks.Wait in the same runtime
 )
 
-var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll}
+var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll, BaselineOneWait}
 
 // Figure is one measured figure: our value (the taskrt runtime), each baseline's
 // value, and our value divided by the primary baseline's.
@@ -183,6 +184,12 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		add(memoryName, impl, func() (err error) { mem[impl], err = Memory(ctx, impl, cfg.Memory); return err })
 	}
 	var retention []Figure
+	var setAny, setOne Latency
+	const setSize = 4
+	add(fmt.Sprintf("wait-any of %d wake-up", setSize), ImplActors, func() (err error) {
+		setAny, setOne, err = WaitSetWake(ctx, cfg.Wait, setSize)
+		return err
+	})
 	add(fmt.Sprintf("retention (%d tasks, one owner)", cfg.Retention.Tasks), ImplActors, func() (err error) {
 		retention, err = RetentionFigures(ctx, cfg.Retention)
 		return err
@@ -274,6 +281,11 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		latency("routed get p99", func(i Impl) time.Duration { return routed[i].Get.P99 }, ""),
 		latency("wait wake-up p50", func(i Impl) time.Duration { return wake[i].P50 }, fmt.Sprintf("Done delivered → waiter holds the terminal snapshot; %d samples; median of %d rounds", cfg.Wait.Samples, rounds)),
 		latency("wait wake-up p99", func(i Impl) time.Duration { return wake[i].P99 }, ""),
+		newFigure(fmt.Sprintf("wait-any of %d wake-up p50", setSize), "µs", "lower", us(setAny.P50), BaselineOneWait,
+			map[string]float64{BaselineOneWait: us(setOne.P50)},
+			fmt.Sprintf("Tasks.WaitAny over %d running tasks vs Tasks.Wait on one, same runtime, alternating; clock from the settlement; %d samples", setSize, cfg.Wait.Samples)),
+		newFigure(fmt.Sprintf("wait-any of %d wake-up p99", setSize), "µs", "lower", us(setAny.P99), BaselineOneWait,
+			map[string]float64{BaselineOneWait: us(setOne.P99)}, ""),
 	)
 	memNote := fmt.Sprintf("at %d live tasks over %d owners, producer excluded; floor = one idle actor", cfg.Memory.Tasks, cfg.Memory.Owners)
 	figs = append(figs,

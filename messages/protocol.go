@@ -16,7 +16,7 @@ import (
 //
 //   - Send a pointer (&GetTask{…}). A request sent by value is answered with the
 //     matching reply carrying ErrInvalidArgument, never dropped.
-//   - Every deadline travels inside the request (WaitTask.Timeout): the runtime ends
+//   - Every deadline travels inside the request (WaitTask.Timeout, WaitTasks.Timeout): the runtime ends
 //     the wait itself, so a requester that gave up never leaves a waiter behind.
 //   - The owner fence applies as in the typed client: Caller is the calling agent's
 //     id ("" = the no-agent caller), and a task the caller may not reach is answered
@@ -90,9 +90,43 @@ type WaitTask struct {
 }
 
 // WaitReply answers WaitTask. A non-terminal Snapshot means the timeout passed first.
+// ID is the id the request named, so that a requester with several waits in flight
+// can tell the answers apart (errors included).
 type WaitReply struct {
+	ID       TaskID
 	Snapshot Snapshot
 	Err      error
+}
+
+// WaitMode says when a wait on a set of tasks ends.
+type WaitMode string
+
+// The wait modes.
+const (
+	WaitAny WaitMode = "any" // as soon as one of the tasks has settled
+	WaitAll WaitMode = "all" // once every task has settled
+)
+
+// MaxWaitSet is the most ids one WaitTasks may name.
+const MaxWaitSet = 32
+
+// WaitTasks waits on a set of tasks (1 to MaxWaitSet ids; duplicates count once):
+// until one has settled (WaitAny) or all have (WaitAll), or Timeout passes. Every id
+// is checked against the owner fence before anything waits: an unknown or foreign
+// id fails the whole request, naming it. The reply, *WaitTasksReply, carries the
+// snapshots in the order of the (deduplicated) ids; every terminal one it returns
+// marks its task reported, as WaitTask does.
+type WaitTasks struct {
+	IDs     []TaskID
+	Caller  AgentID
+	Mode    WaitMode
+	Timeout time.Duration
+}
+
+// WaitTasksReply answers WaitTasks.
+type WaitTasksReply struct {
+	Snapshots []Snapshot
+	Err       error
 }
 
 func (*GetTask) isRequest()   {}
@@ -100,6 +134,7 @@ func (*ListTasks) isRequest() {}
 func (*ReadTask) isRequest()  {}
 func (*KillTask) isRequest()  {}
 func (*WaitTask) isRequest()  {}
+func (*WaitTasks) isRequest() {}
 
 // Injector appends text to an agent's session (a completion notice). It runs on the
 // goroutine of whoever delivers the notice (package tools' listener), never on an

@@ -1,0 +1,191 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// setWaiter is the actor of one wait on a set of tasks (WaitTasks), a child of the
+// registry. It is built from the per-task waits: it sends one WaitTask per id through
+// the registry (which routes it, or answers from a tombstone), and every task answers
+// each wait exactly once — at settlement, at the wait's own deadline, or when the
+// wait is abandoned. So the set waiter never polls and never leaves a waiter behind:
+//
+//	waiting ──any: one terminal answer / all: every answer terminal,──▶ finishing ──every wait answered──▶ (replies, stops)
+//	          a deadline passed, an error, or the caller gave up        (abandonWait sent for the rest)
+type setWaiter struct {
+	rt        *Runtime
+	req       *messages.WaitTasks // IDs deduplicated and fence-checked by the registry
+	requester *actor.PID
+
+	snaps       []messages.Snapshot
+	answered    []bool
+	outstanding int
+	settled     int
+	err         error
+	finishing   bool
+}
+
+// abandonSet ends a set wait early: its requester gave up (client → registry → set
+// waiter). The registry finds the waiter by its requester.
+type abandonSet struct{ requester *actor.PID }
+
+func (*abandonSet) isRegistryMsg() {}
+
+func newSetWaiterProps(rt *Runtime, req *messages.WaitTasks, requester *actor.PID) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &setWaiter{rt: rt, req: req, requester: requester,
+			snaps: make([]messages.Snapshot, len(req.IDs)), answered: make([]bool, len(req.IDs))}
+	}, actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool))
+}
+
+func (w *setWaiter) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		for _, id := range w.req.IDs {
+			w.outstanding++
+			ctx.Request(w.rt.registry, &messages.WaitTask{ID: id, Caller: w.req.Caller, Timeout: w.req.Timeout})
+		}
+	case *messages.WaitReply:
+		i := slices.Index(w.req.IDs, m.ID)
+		if i < 0 || w.answered[i] {
+			return
+		}
+		w.answered[i] = true
+		w.outstanding--
+		w.snaps[i] = m.Snapshot
+		switch {
+		case m.Err != nil:
+			if w.err == nil {
+				w.err = m.Err
+			}
+			w.finish(ctx)
+		case m.Snapshot.Status.Terminal():
+			w.settled++
+			if w.req.Mode == messages.WaitAny || w.settled == len(w.req.IDs) {
+				w.finish(ctx)
+			}
+		default: // this wait's deadline passed: the set's has too
+			w.finish(ctx)
+		}
+		w.replyWhenDone(ctx)
+	case *abandonSet:
+		w.finish(ctx)
+	}
+}
+
+// finish abandons the waits still pending; each is then answered once more.
+func (w *setWaiter) finish(ctx actor.Context) {
+	if w.finishing {
+		return
+	}
+	w.finishing = true
+	for i, id := range w.req.IDs {
+		if !w.answered[i] {
+			ctx.Send(w.rt.registry, &abandonWait{id: id, caller: w.req.Caller, waiter: ctx.Self()})
+		}
+	}
+}
+
+func (w *setWaiter) replyWhenDone(ctx actor.Context) {
+	if w.outstanding > 0 {
+		return
+	}
+	if w.err != nil {
+		ctx.Send(w.requester, &messages.WaitTasksReply{Err: w.err})
+	} else {
+		ctx.Send(w.requester, &messages.WaitTasksReply{Snapshots: w.snaps})
+	}
+	ctx.Stop(ctx.Self())
+}
+
+// checkWaitSet validates a WaitTasks request and applies the owner fence to every id
+// before anything waits. It returns the deduplicated request.
+func (r *registry) checkWaitSet(m *messages.WaitTasks) (*messages.WaitTasks, error) {
+	if m.Timeout <= 0 {
+		return nil, invalidWaitTimeout(m.Timeout)
+	}
+	if m.Mode != messages.WaitAny && m.Mode != messages.WaitAll {
+		return nil, fmt.Errorf("%w: wait mode %q: want %q or %q", messages.ErrInvalidArgument, m.Mode, messages.WaitAny, messages.WaitAll)
+	}
+	var ids []messages.TaskID
+	for _, id := range m.IDs {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 || len(ids) > messages.MaxWaitSet {
+		return nil, fmt.Errorf("%w: a wait names 1 to %d task ids, not %d", messages.ErrInvalidArgument, messages.MaxWaitSet, len(ids))
+	}
+	for _, id := range ids {
+		if e, ok := r.tasks[id]; !ok || !r.visible(e.snap.Owner, m.Caller) {
+			return nil, notFound(id)
+		}
+	}
+	return &messages.WaitTasks{IDs: ids, Caller: m.Caller, Mode: m.Mode, Timeout: m.Timeout}, nil
+}
+
+// waitSet is the typed client's wait on a set of tasks.
+func (t *Tasks) waitSet(ctx context.Context, ids []messages.TaskID, caller messages.AgentID, mode messages.WaitMode, timeout time.Duration) ([]messages.Snapshot, error) {
+	rt := t.rt
+	if timeout <= 0 {
+		return nil, invalidWaitTimeout(timeout)
+	}
+	if rt.closed.Load() {
+		return nil, rt.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := newReply(rt)
+	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTasks{IDs: ids, Caller: caller, Mode: mode, Timeout: timeout}, r.pid)
+	var cause error
+	select {
+	case m := <-r.ch:
+		r.recycle()
+		return waitSetResult(m)
+	case <-rt.stopped:
+		r.release()
+		return nil, rt.closedErr()
+	case <-ctx.Done():
+		cause = ctx.Err()
+	}
+	rt.send(rt.registry, &abandonSet{requester: r.pid})
+	select {
+	case m := <-r.ch:
+		r.recycle()
+		snaps, err := waitSetResult(m)
+		if err != nil || setDone(snaps, mode) {
+			return snaps, err
+		}
+		return snaps, cause
+	case <-rt.stopped:
+		r.release()
+		return nil, rt.closedErr()
+	}
+}
+
+func waitSetResult(m any) ([]messages.Snapshot, error) {
+	r, ok := m.(*messages.WaitTasksReply)
+	if !ok {
+		return nil, fmt.Errorf("taskrt: unexpected wait reply %T", m)
+	}
+	return r.Snapshots, r.Err
+}
+
+// setDone reports whether a set wait's condition holds for snaps.
+func setDone(snaps []messages.Snapshot, mode messages.WaitMode) bool {
+	n := 0
+	for _, s := range snaps {
+		if s.Status.Terminal() {
+			n++
+		}
+	}
+	return (mode == messages.WaitAny && n > 0) || (mode == messages.WaitAll && n == len(snaps))
+}
