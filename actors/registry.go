@@ -51,7 +51,7 @@ type registry struct {
 	agents  map[messages.AgentID]*agentEntry
 	byPID   map[string]*agentEntry // by actor id, for Terminated
 
-	listeners  map[string]*actor.PID // OnDone listener actors, by actor id
+	listeners  map[string]*actor.PID    // OnDone listener actors, by actor id
 	setWaiters map[string][2]*actor.PID // set waiter actors by actor id: {waiter, requester}
 
 	overdue map[messages.AgentID]*time.Timer // armed start-overdue timers, by owner ("" = close)
