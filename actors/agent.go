@@ -20,7 +20,8 @@ import (
 //	open ──beginDispose──▶ draining ──no cleanup left──▶ tearingDown ──every task settled──▶ quiesced
 //	                       (one cleanup at a time,       (teardown sent to every            (agentQuiesced
 //	                        mid-drain registrations       task child; each answers           sent to the
-//	                        join the queue)               teardownDone once settled)          registry)
+//	                        join the queue)               teardownDone once settled,         registry)
+//	                                                      or stops)
 //	quiesced ──stopAgent──▶ stopping ──last task actor stopped──▶ (stopped; the registry sees Terminated)
 //
 // The registry sends beginDispose once no start for this owner is in flight, and
@@ -36,7 +37,11 @@ type agent struct {
 	nextHandle uint64
 	running    *cleanupEntry // the cleanup in flight (draining only)
 	drainToken uint64        // marks the contexts of this agent's drain
-	owed       int           // teardownDone answers still owed (tearingDown only)
+	// awaiting holds the task children torn down that have neither answered
+	// teardownDone nor stopped (tearingDown only). A child may stop without answering:
+	// retention evicts settled tasks by poisoning their actors, and a teardown that
+	// lands in a mailbox behind the poison pill is dropped unanswered.
+	awaiting map[string]struct{}
 }
 
 type agentActorPhase int
@@ -96,11 +101,16 @@ func (a *agent) receive(ctx actor.Context) {
 		a.running = nil
 		a.advance(ctx, agentActorDraining)
 	case *teardownDone:
-		a.owed--
+		delete(a.awaiting, m.pid.Id)
 		a.advance(ctx, agentActorTearingDown)
 	case *stopAgent:
 		a.advance(ctx, agentActorQuiesced)
 	case *actor.Terminated:
+		if _, ok := a.awaiting[m.Who.Id]; ok {
+			delete(a.awaiting, m.Who.Id)
+			a.advance(ctx, agentActorTearingDown)
+			return
+		}
 		a.advance(ctx, agentActorStopping)
 	case *actor.Stopped:
 		a.rt.nActors.Add(-1)
@@ -124,14 +134,14 @@ func (a *agent) advance(ctx actor.Context, from agentActorPhase) {
 		// Rule: cleanups run before the tasks are torn down (a cleanup may still use
 		// them); then every task child is cancelled with the disposal's reason.
 		a.phase = agentActorTearingDown
-		children := ctx.Children()
-		a.owed = len(children)
-		for _, c := range children {
+		a.awaiting = map[string]struct{}{}
+		for _, c := range ctx.Children() {
+			a.awaiting[c.Id] = struct{}{}
 			ctx.Request(c, &teardown{reason: a.reason})
 		}
 		fallthrough
 	case from == agentActorTearingDown && a.phase == agentActorTearingDown:
-		if a.owed > 0 {
+		if len(a.awaiting) > 0 {
 			return
 		}
 		a.phase = agentActorQuiesced

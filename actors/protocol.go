@@ -177,7 +177,10 @@ type stopAgent struct{}
 // registry → task). Answer: *teardownDone once the task is settled.
 type teardown struct{ reason string }
 
-type teardownDone struct{ id messages.TaskID }
+type teardownDone struct {
+	id  messages.TaskID
+	pid *actor.PID // the task actor
+}
 
 // outcomeMsg: the producer's Done delivered (watcher goroutine → task).
 type outcomeMsg struct {

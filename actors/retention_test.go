@@ -330,3 +330,28 @@ func TestLiveActorsAreBoundedByRetention(t *testing.T) {
 	assert.Equal(t, 17, st.Tombstones)
 	assert.Equal(t, 1, st.Running)
 }
+
+// A disposal tears down every task actor of its owner, and retention may evict (stop)
+// one of them at the same moment: the teardown that lands behind the eviction's
+// poison pill is never answered, so the disposal must count the actor's stop as its
+// answer. Before it did, Dispose hung now and then.
+func TestDisposalRacingEvictions(t *testing.T) {
+	for i := 0; i < 30; i++ {
+		rt := newRT(t, actors.WithoutRetention(), actors.WithoutOwnerLimit())
+		register(t, rt, "a1")
+		var fakes []*fake
+		for range 20 {
+			f := newFake()
+			start(t, rt, f.spec("bash", "a1", true))
+			fakes = append(fakes, f)
+		}
+		go func() {
+			for _, f := range fakes {
+				f.Finish(messages.Outcome{Status: messages.Completed})
+			}
+		}()
+		ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+		require.NoError(t, rt.Agents().Dispose(ctx, "a1"), "iteration %d", i)
+		cancel()
+	}
+}
