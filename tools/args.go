@@ -44,6 +44,25 @@ func minLength(name string, n int) tweak {
 	return func(props map[string]*jsonschema.Schema) { props[name].MinLength = &n }
 }
 
+// enum restricts a string property to values.
+func enum(name string, values ...string) tweak {
+	return func(props map[string]*jsonschema.Schema) {
+		props[name].Enum = nil
+		for _, v := range values {
+			props[name].Enum = append(props[name].Enum, v)
+		}
+	}
+}
+
+// items bounds the length of an array property (and makes it non-nullable: the
+// generator allows null for a Go slice, the decoder does not).
+func items(name string, lo, hi int) tweak {
+	return func(props map[string]*jsonschema.Schema) {
+		props[name].Type, props[name].Types = "array", nil
+		props[name].MinItems, props[name].MaxItems = &lo, &hi
+	}
+}
+
 // describe replaces a property's description (one that states configured values).
 func describe(name, text string) tweak {
 	return func(props map[string]*jsonschema.Schema) { props[name].Description = text }
@@ -89,6 +108,8 @@ func jsonTypeOf(k reflect.Kind) string {
 		return "string"
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		return "integer"
+	case reflect.Slice:
+		return "array"
 	default:
 		panic(fmt.Sprintf("tools: unsupported argument kind %s", k))
 	}
@@ -176,7 +197,7 @@ func (a *argSpec) decode(raw []byte, dst any) (given map[string]bool, err error)
 }
 
 func article(jsonType string) string {
-	if jsonType == "integer" {
+	if jsonType == "integer" || jsonType == "array" {
 		return "an"
 	}
 	return "a"

@@ -38,8 +38,9 @@ type TaskTools struct {
 	rt  *actors.Runtime
 	cfg taskConfig
 
-	output, list, kill Tool
-	outputArgs         *argSpec // task_output's, stating the configured wait bounds
+	output, list, kill, wait Tool
+	outputArgs               *argSpec // task_output's, stating the configured wait bounds
+	waitArgs                 *argSpec // task_wait's, likewise
 
 	// ctx bounds the notice listener's runtime calls and injections; Close cancels it
 	// so that a stuck injector cannot hold Close forever.
@@ -111,13 +112,14 @@ func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
 	t.output = &simpleTool{name: TaskOutputName, desc: taskOutputDescription, args: t.outputArgs, call: t.callOutput}
 	t.list = &simpleTool{name: TaskListName, desc: taskListDescription, args: listSpec, call: t.callList}
 	t.kill = &simpleTool{name: TaskKillName, desc: taskKillDescription, args: killSpec, call: t.callKill}
+	t.wait = t.newWaitTool()
 	t.detach = rt.Tasks().AttachSurface(SurfaceName)
 	t.unsubscribe = rt.Tasks().OnDone(t.onDone)
 	return t
 }
 
-// Tools returns task_output, task_list and task_kill, in that order.
-func (t *TaskTools) Tools() []Tool { return []Tool{t.output, t.list, t.kill} }
+// Tools returns task_output, task_list, task_kill and task_wait, in that order.
+func (t *TaskTools) Tools() []Tool { return []Tool{t.output, t.list, t.kill, t.wait} }
 
 // Close unsubscribes the notice injector, waiting for a notice in flight (whose
 // context it cancels), and detaches the surface, after which Tasks.Start fails unless
