@@ -208,6 +208,26 @@ func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.Ag
 	}
 }
 
+// Input writes data to a task's input (a process's stdin) and, when eof is set,
+// closes it afterwards. It is routed like Read, Kill and Wait, with the same owner
+// fence, to the task actor, which hands it to the producer's Input hook off its
+// mailbox: inputs to one task are written one at a time, in the order they arrive, and
+// a full pipe never blocks the runtime. It returns once the producer took the write.
+// Errors: ErrNoInput (the producer takes no input), ErrInputClosed (eof was already
+// sent), ErrTaskEnded (the task finished or is being stopped, even if it exited
+// between the check and the write), ErrInvalidArgument (more than MaxInput bytes).
+// Invalid UTF-8 is passed through as bytes.
+func (t *Tasks) Input(ctx context.Context, id messages.TaskID, caller messages.AgentID, data []byte, eof bool) error {
+	if len(data) > messages.MaxInput {
+		return fmt.Errorf("%w: input of %d bytes is over the bound of %d bytes per call", messages.ErrInvalidArgument, len(data), messages.MaxInput)
+	}
+	m, err := t.rt.call(ctx, &messages.InputTask{ID: id, Caller: caller, Data: data, EOF: eof})
+	if err != nil {
+		return taskErr(id, err)
+	}
+	return m.(*messages.InputReply).Err
+}
+
 // WaitAny waits until one of the tasks ids names has settled, or timeout passes. It
 // returns the snapshots in the order of the ids (duplicates removed): at least one
 // terminal, unless the timeout passed first (then every one is running, and the

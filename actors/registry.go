@@ -223,6 +223,14 @@ func (r *registry) receive(ctx actor.Context) {
 		if !r.route(ctx, m.ID, m.Caller) {
 			ctx.Respond(&messages.KillReply{Err: notFound(m.ID)})
 		}
+	case *messages.InputTask:
+		switch {
+		case len(m.Data) > messages.MaxInput:
+			ctx.Respond(&messages.InputReply{Err: fmt.Errorf("%w: input of %d bytes is over the bound of %d bytes per call",
+				messages.ErrInvalidArgument, len(m.Data), messages.MaxInput)})
+		case !r.route(ctx, m.ID, m.Caller):
+			ctx.Respond(&messages.InputReply{Err: notFound(m.ID)})
+		}
 	case *messages.WaitTask:
 		switch {
 		case m.Timeout <= 0:
@@ -244,7 +252,7 @@ func (r *registry) receive(ctx actor.Context) {
 				ctx.Send(w[0], m)
 			}
 		}
-	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks:
+	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks, messages.InputTask:
 		r.byValue(ctx, m)
 
 	// ---- starts ----
@@ -387,6 +395,8 @@ func (r *registry) byValue(ctx actor.Context, m any) {
 		ctx.Respond(&messages.WaitReply{Err: err})
 	case messages.WaitTasks:
 		ctx.Respond(&messages.WaitTasksReply{Err: err})
+	case messages.InputTask:
+		ctx.Respond(&messages.InputReply{Err: err})
 	}
 }
 
@@ -639,6 +649,9 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 		ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
 	case *messages.WaitTask:
 		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
+	case *messages.InputTask:
+		ctx.Respond(&messages.InputReply{Snapshot: e.snap,
+			Err: fmt.Errorf("%w: %s is %s", messages.ErrTaskEnded, e.snap.ID, e.snap.Status)})
 	}
 	return true
 }

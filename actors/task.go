@@ -48,11 +48,15 @@ type task struct {
 	kills      []*actor.PID // KillTask requesters whose Cancel call is in flight
 	teardownBy *actor.PID   // who asked for teardown; answered teardownDone, then cleared
 
-	cancels   sync.WaitGroup // Cancel calls in flight; Release waits for them
-	inFlight  int            // the same count, as the mailbox sees it
-	watchStop chan struct{}  // closed to stop the Done watcher
-	settleT   *time.Timer    // armed by teardown; fires settleTimeout
-	overdue   bool           // the settle timer fired: answer teardown even with a Cancel hung
+	calls    sync.WaitGroup // producer calls in flight off the mailbox (Cancel, Input); Release waits for them
+	inFlight int            // the same count, as the mailbox sees it
+
+	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
+	writing   bool          // an Input call is in flight
+	inputShut bool          // an input with eof was accepted: later inputs are refused
+	watchStop chan struct{} // closed to stop the Done watcher
+	settleT   *time.Timer   // armed by teardown; fires settleTimeout
+	overdue   bool          // the settle timer fired: answer teardown even with a Cancel hung
 }
 
 type taskPhase int
@@ -156,6 +160,10 @@ func (t *task) receive(ctx actor.Context) {
 		t.cancelAsync(m.reason, true, nil)
 	case *cancelResult:
 		t.cancelled(ctx, m)
+	case *messages.InputTask:
+		t.input(ctx, m)
+	case *inputDone:
+		t.inputDone(ctx, m)
 	case *settleTimeout:
 		t.overdue = true
 		if t.phase != phaseSettled {
@@ -182,6 +190,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		t.phase = phaseStopping
 		t.snap.Status = messages.Stopping
 		ctx.Send(t.rt.registry, &taskChanged{snap: t.snap})
+		t.failQueuedInputs(ctx)
 		return true
 	default: // outcomeDelivered, doneClosedEmpty, teardownCancelFailed, settleTimedOut
 		if t.phase == phaseSettled {
@@ -208,6 +217,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 			}
 		}
 		t.waiters = nil
+		t.failQueuedInputs(ctx)
 		t.answerTeardown(ctx)
 		return true
 	}
@@ -262,10 +272,10 @@ func (t *task) watchDone() {
 // cancelResult.
 func (t *task) cancelAsync(reason string, isTeardown bool, sender *actor.PID) {
 	t.inFlight++
-	t.cancels.Add(1)
+	t.calls.Add(1)
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
 	rt.goSafe("cancel", func() {
-		defer t.cancels.Done()
+		defer t.calls.Done()
 		err := messages.Contain("cancel", func() error { return cancel(reason) })
 		rt.send(self, &cancelResult{err: err, teardown: isTeardown, sender: sender})
 	})
@@ -423,7 +433,95 @@ func (t *task) stopped() {
 		run()
 		return
 	}
-	t.rt.goSafe("release", func() { t.cancels.Wait(); run() })
+	t.rt.goSafe("release", func() { t.calls.Wait(); run() })
+}
+
+// inputReq is one accepted InputTask.
+type inputReq struct {
+	data   []byte
+	eof    bool
+	sender *actor.PID
+}
+
+// inputDone: an Input call returned (input goroutine → task).
+type inputDone struct{ err error }
+
+func (*inputDone) isTaskMsg() {}
+
+// input accepts an InputTask: inputs are written one at a time, in arrival order, by
+// a goroutine the runtime owns, so a full pipe never blocks the mailbox.
+func (t *task) input(ctx actor.Context, m *messages.InputTask) {
+	reply := func(err error) { ctx.Respond(&messages.InputReply{Snapshot: t.snap, Err: err}) }
+	switch {
+	case t.hooks.Input == nil:
+		reply(fmt.Errorf("%w: %s", messages.ErrNoInput, t.snap.ID))
+	case t.phase != phaseRunning:
+		reply(t.endedErr())
+	case t.inputShut:
+		reply(fmt.Errorf("%w: %s", messages.ErrInputClosed, t.snap.ID))
+	default:
+		t.inputs = append(t.inputs, &inputReq{data: m.Data, eof: m.EOF, sender: ctx.Sender()})
+		t.inputShut = m.EOF
+		t.writeNext()
+	}
+}
+
+func (t *task) endedErr() error {
+	if t.snap.Detail != "" {
+		return fmt.Errorf("%w: %s is %s (%s)", messages.ErrTaskEnded, t.snap.ID, t.snap.Status, t.snap.Detail)
+	}
+	return fmt.Errorf("%w: %s is %s", messages.ErrTaskEnded, t.snap.ID, t.snap.Status)
+}
+
+// writeNext hands the first queued input to the producer, off the mailbox.
+func (t *task) writeNext() {
+	if t.writing || len(t.inputs) == 0 {
+		return
+	}
+	t.writing = true
+	t.inFlight++
+	t.calls.Add(1)
+	in, write, self, rt := t.inputs[0], t.hooks.Input, t.self, t.rt
+	rt.goSafe("input", func() {
+		defer t.calls.Done()
+		err := messages.Contain("input", func() error { return write(in.data, in.eof) })
+		rt.send(self, &inputDone{err: err})
+	})
+}
+
+func (t *task) inputDone(ctx actor.Context, m *inputDone) {
+	t.inFlight--
+	t.writing = false
+	in := t.inputs[0]
+	t.inputs = t.inputs[1:]
+	var err error
+	switch {
+	case m.err == nil:
+	case t.phase != phaseRunning:
+		err = t.endedErr() // the process exited between the check and the write
+	default:
+		err = fmt.Errorf("input to task %s: %w", t.snap.ID, m.err)
+	}
+	ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: err})
+	if t.phase == phaseRunning {
+		t.writeNext()
+	} else {
+		t.failQueuedInputs(ctx)
+	}
+	t.answerTeardown(ctx)
+}
+
+// failQueuedInputs answers the inputs not yet handed to the producer: the task is
+// stopping or settled, so they would go nowhere.
+func (t *task) failQueuedInputs(ctx actor.Context) {
+	first := 0
+	if t.writing {
+		first = 1 // in flight: answered when the producer returns
+	}
+	for _, in := range t.inputs[first:] {
+		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+	}
+	t.inputs = t.inputs[:first]
 }
 
 func invalidWaitTimeout(d time.Duration) error {

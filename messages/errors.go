@@ -36,7 +36,17 @@ var (
 	ErrAborted = errors.New("start aborted")
 	// ErrAgentExists is returned by Register for an id that is already registered.
 	ErrAgentExists = errors.New("agent already registered")
+	// ErrNoInput is returned by Input for a task whose producer takes no input.
+	ErrNoInput = errors.New("task takes no input")
+	// ErrInputClosed is returned by Input once the task's input was closed (eof).
+	ErrInputClosed = errors.New("task input already closed")
+	// ErrTaskEnded is returned by Input for a task that has finished (or is being
+	// stopped): its input goes nowhere. The error names the task's status.
+	ErrTaskEnded = errors.New("task has ended")
 )
+
+// MaxInput is the most bytes one Input call may carry.
+const MaxInput = 64 << 10
 
 // LimitError is the error Start returns when the owner (or the unowned bucket)
 // already holds its cap of live tasks: running ones, stopping ones (cancelled, not yet

@@ -129,7 +129,25 @@ type WaitTasksReply struct {
 	Err       error
 }
 
+// InputTask writes Data to a task's input, then closes it when EOF is set (routed to
+// the task actor, which hands it to the producer's Input hook off its mailbox; inputs
+// to one task are written in the order they arrive). Data may be empty with EOF set.
+// The reply, *InputReply, comes once the producer took the write.
+type InputTask struct {
+	ID     TaskID
+	Caller AgentID
+	Data   []byte
+	EOF    bool
+}
+
+// InputReply answers InputTask, with the snapshot taken when the write completed.
+type InputReply struct {
+	Snapshot Snapshot
+	Err      error
+}
+
 func (*GetTask) isRequest()   {}
+func (*InputTask) isRequest() {}
 func (*ListTasks) isRequest() {}
 func (*ReadTask) isRequest()  {}
 func (*KillTask) isRequest()  {}

@@ -66,6 +66,12 @@ type Hooks struct {
 	// the producer. It must not block. Nil makes the task a final-output-only kind
 	// whose output is Outcome.Output.
 	ReadOutput func() string
+	// Input, when set, makes the task interactive: it writes data to the work's
+	// input (a process's stdin) and, with eof, closes it afterwards. The runtime calls
+	// it off every mailbox, one call at a time per task and in the order the inputs
+	// arrived, so it may block (a full pipe); it must return once the work has ended.
+	// An error after the work ended is reported as ErrTaskEnded. Optional.
+	Input func(data []byte, eof bool) error
 	// Release, when set, is called once when the runtime drops the task's full
 	// record (the task was evicted by retention, its owner was disposed, or the
 	// runtime closed), after Done settled and every Cancel call returned. Producers

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"errors"
 	"strings"
 	"sync"
 
@@ -13,6 +14,9 @@ type Task struct {
 	Cancels chan string
 	// Released is closed when the runtime calls Release.
 	Released chan struct{}
+	// Inputs receives every Input write, in order (buffered: 1024), for a task made
+	// interactive with Interactive.
+	Inputs chan Input
 
 	stream bool
 	done   chan messages.Outcome
@@ -23,6 +27,9 @@ type Task struct {
 	cancelErr error
 	panics    bool
 	hold      bool
+	input     bool          // Hooks include Input
+	gate      chan struct{} // when set, Input blocks until it is closed or the work settles
+	settled   chan struct{} // closed when an outcome is delivered
 	once      sync.Once
 	relOnce   sync.Once
 }
@@ -36,7 +43,63 @@ func New(stream bool) *Task {
 		Released: make(chan struct{}),
 		stream:   stream,
 		done:     make(chan messages.Outcome, 1),
+		Inputs:   make(chan Input, 1024),
+		settled:  make(chan struct{}),
 	}
+}
+
+// Input is one write to an interactive fake task.
+type Input struct {
+	Data string
+	EOF  bool
+}
+
+// Interactive gives the task an Input hook: every write is sent to Inputs. Call it
+// before the task starts.
+func (t *Task) Interactive() {
+	t.mu.Lock()
+	t.input = true
+	t.mu.Unlock()
+}
+
+// BlockInput makes Input block, like a write to a full pipe, until UnblockInput or
+// until the work settles (then it fails, as a write to a dead process does).
+func (t *Task) BlockInput() {
+	t.mu.Lock()
+	t.gate = make(chan struct{})
+	t.mu.Unlock()
+}
+
+// UnblockInput lets blocked and later writes through.
+func (t *Task) UnblockInput() {
+	t.mu.Lock()
+	if t.gate != nil {
+		close(t.gate)
+		t.gate = nil
+	}
+	t.mu.Unlock()
+}
+
+// ErrBrokenPipe is what Input returns once the work has settled.
+var ErrBrokenPipe = errors.New("write |1: broken pipe")
+
+func (t *Task) write(data []byte, eof bool) error {
+	t.mu.Lock()
+	gate := t.gate
+	t.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-t.settled:
+		}
+	}
+	select {
+	case <-t.settled:
+		return ErrBrokenPipe
+	default:
+	}
+	t.Inputs <- Input{Data: string(data), EOF: eof}
+	return nil
 }
 
 // Spec returns a Spec whose Run hands out the task's hooks.
@@ -57,6 +120,11 @@ func (t *Task) Hooks() messages.Hooks {
 		Done:    t.done,
 		Release: func() { t.relOnce.Do(func() { close(t.Released) }) },
 	}
+	t.mu.Lock()
+	if t.input {
+		h.Input = t.write
+	}
+	t.mu.Unlock()
 	if t.stream {
 		h.ReadOutput = func() string {
 			t.mu.Lock()
@@ -85,10 +153,12 @@ func (t *Task) Emit(s string) {
 
 // Finish settles the work with o. Only the first call (or the first cancellation)
 // delivers an outcome.
-func (t *Task) Finish(o messages.Outcome) { t.once.Do(func() { t.done <- o }) }
+func (t *Task) Finish(o messages.Outcome) {
+	t.once.Do(func() { t.done <- o; close(t.settled) })
+}
 
 // CloseDone closes Done without an outcome: a producer contract violation.
-func (t *Task) CloseDone() { t.once.Do(func() { close(t.done) }) }
+func (t *Task) CloseDone() { t.once.Do(func() { close(t.done); close(t.settled) }) }
 
 // FailCancel makes every later Cancel return err (nil: succeed again).
 func (t *Task) FailCancel(err error) {
