@@ -66,6 +66,12 @@ type Hooks struct {
 	// the producer. It must not block. Nil makes the task a final-output-only kind
 	// whose output is Outcome.Output.
 	ReadOutput func() string
+	// Output, when set, makes the task a stream kind whose output the runtime reads
+	// as an offset-keyed byte stream (producers/output.Buffer implements it): besides
+	// consuming reads it then offers reads up to a pattern, observer reads by offset
+	// that never move the model's cursor, and output events. It takes precedence over
+	// ReadOutput. Optional.
+	Output Output
 	// Input, when set, makes the task interactive: it writes data to the work's
 	// input (a process's stdin) and, with eof, closes it afterwards. The runtime calls
 	// it off every mailbox, one call at a time per task and in the order the inputs
@@ -77,6 +83,29 @@ type Hooks struct {
 	// runtime closed), after Done settled and every Cancel call returned. Producers
 	// free what must outlive settlement for reads, such as a spill file. Optional.
 	Release func()
+}
+
+// Output is a stream kind's output as the runtime reads it (Hooks.Output). The
+// producer appends to it; the runtime calls the methods below from the task's actor,
+// one at a time, so they must not block (reading a spill file is fine).
+type Output interface {
+	// Read returns the output since the previous Read or ReadMatch (a consuming
+	// delta), formatted for a model.
+	Read() string
+	// ReadMatch looks for re in the unread output the producer still holds in
+	// memory. On a match it consumes and returns, formatted as Read, the output up to
+	// the end of the line that matched, and the matched text; otherwise it consumes
+	// nothing and ok is false.
+	ReadMatch(re *regexp.Regexp) (out, match string, ok bool)
+	// Peek returns up to max raw bytes from offset off on without consuming anything:
+	// next is the offset after them, missed how many bytes from off on are no longer
+	// held and were skipped.
+	Peek(off int64, max int) (data []byte, next, missed int64)
+	// Written is how many bytes the work has written so far.
+	Written() int64
+	// OnGrow sets the function to call, from the writer's goroutine, after the
+	// output grew (and when it was closed). It must not block.
+	OnGrow(func())
 }
 
 // Spec declares a task to start. The runtime preflights everything that can fail,
