@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -226,6 +227,79 @@ func (t *Tasks) Input(ctx context.Context, id messages.TaskID, caller messages.A
 		return taskErr(id, err)
 	}
 	return m.(*messages.InputReply).Err
+}
+
+// ReadUntil reads a stream task's output up to a pattern (RE2 syntax). It returns as
+// soon as the task's unread output contains a match — consuming through the end of
+// the line that matched; what follows stays for the next read — or when the task
+// settles or timeout passes, consuming everything new; Reason says which, and Match
+// holds the matched text. Matching runs on the task's actor, over the output the
+// producer holds in memory (a bounded window), never on the registry. A task without
+// an output stream (a final-output kind, or a producer without Hooks.Output) fails
+// with ErrNoOutputStream; a pattern that does not compile with ErrInvalidArgument.
+// A result that shows the terminal snapshot marks the task reported. Cancelling ctx
+// ends only the wait, consuming nothing.
+func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messages.AgentID, pattern string, timeout time.Duration) (messages.UntilResult, error) {
+	rt := t.rt
+	if timeout <= 0 {
+		return messages.UntilResult{}, invalidWaitTimeout(timeout)
+	}
+	if _, err := regexp.Compile(pattern); err != nil {
+		return messages.UntilResult{}, fmt.Errorf("%w: pattern: %v", messages.ErrInvalidArgument, err)
+	}
+	if rt.closed.Load() {
+		return messages.UntilResult{}, rt.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return messages.UntilResult{}, err
+	}
+	r := newReply(rt)
+	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.ReadUntil{ID: id, Caller: caller, Pattern: pattern, Timeout: timeout}, r.pid)
+	result := func(m any) (messages.UntilResult, error) {
+		rep, ok := m.(*messages.ReadUntilReply)
+		if !ok {
+			return messages.UntilResult{}, notFound(id)
+		}
+		return rep.Result, rep.Err
+	}
+	select {
+	case m := <-r.ch:
+		r.recycle()
+		return result(m)
+	case <-rt.stopped:
+		r.release()
+		return messages.UntilResult{}, rt.closedErr()
+	case <-ctx.Done():
+	}
+	rt.send(rt.registry, &abandonWait{id: id, caller: caller, waiter: r.pid})
+	select {
+	case m := <-r.ch:
+		r.recycle()
+		res, err := result(m)
+		if err != nil || res.Reason != "" {
+			return res, err
+		}
+		return res, ctx.Err()
+	case <-rt.stopped:
+		r.release()
+		return messages.UntilResult{}, rt.closedErr()
+	}
+}
+
+// Peek is an observer read: up to max raw bytes of a stream task's output from byte
+// offset off on, without moving the consuming cursor the model reads with — a UI can
+// tail a task without stealing its output. The result says where the next read
+// starts and how many bytes from off on are no longer held (outside the head and
+// tail the producer keeps, or dropped). max <= 0 means 64 KiB; at most 1 MiB is
+// returned. Tasks without an output stream fail with ErrNoOutputStream; a tombstone
+// returns no bytes and its snapshot. The owner fence applies as to every call.
+func (t *Tasks) Peek(ctx context.Context, id messages.TaskID, caller messages.AgentID, off int64, max int) (messages.PeekResult, error) {
+	m, err := t.rt.call(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: max})
+	if err != nil {
+		return messages.PeekResult{}, taskErr(id, err)
+	}
+	r := m.(*messages.PeekReply)
+	return r.Result, r.Err
 }
 
 // WaitAny waits until one of the tasks ids names has settled, or timeout passes. It

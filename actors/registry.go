@@ -223,6 +223,17 @@ func (r *registry) receive(ctx actor.Context) {
 		if !r.route(ctx, m.ID, m.Caller) {
 			ctx.Respond(&messages.KillReply{Err: notFound(m.ID)})
 		}
+	case *messages.ReadUntil:
+		switch {
+		case m.Timeout <= 0:
+			ctx.Respond(&messages.ReadUntilReply{Err: invalidWaitTimeout(m.Timeout)})
+		case !r.route(ctx, m.ID, m.Caller):
+			ctx.Respond(&messages.ReadUntilReply{Err: notFound(m.ID)})
+		}
+	case *messages.PeekTask:
+		if !r.route(ctx, m.ID, m.Caller) {
+			ctx.Respond(&messages.PeekReply{Err: notFound(m.ID)})
+		}
 	case *messages.InputTask:
 		switch {
 		case len(m.Data) > messages.MaxInput:
@@ -252,7 +263,8 @@ func (r *registry) receive(ctx actor.Context) {
 				ctx.Send(w[0], m)
 			}
 		}
-	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks, messages.InputTask:
+	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks,
+		messages.InputTask, messages.ReadUntil, messages.PeekTask:
 		r.byValue(ctx, m)
 
 	// ---- starts ----
@@ -397,6 +409,10 @@ func (r *registry) byValue(ctx actor.Context, m any) {
 		ctx.Respond(&messages.WaitTasksReply{Err: err})
 	case messages.InputTask:
 		ctx.Respond(&messages.InputReply{Err: err})
+	case messages.ReadUntil:
+		ctx.Respond(&messages.ReadUntilReply{Err: err})
+	case messages.PeekTask:
+		ctx.Respond(&messages.PeekReply{Err: err})
 	}
 }
 
@@ -642,13 +658,18 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 	}
 	// A tombstone: the answer shows the task's end, so the task is reported.
 	e.report()
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
 	case *messages.ReadTask:
 		ctx.Respond(&messages.ReadReply{Result: messages.ReadResult{Snapshot: e.snap}})
 	case *messages.KillTask:
 		ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
 	case *messages.WaitTask:
 		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
+	case *messages.ReadUntil:
+		ctx.Respond(&messages.ReadUntilReply{Result: messages.UntilResult{
+			ReadResult: messages.ReadResult{Snapshot: e.snap}, Reason: messages.UntilEnded}})
+	case *messages.PeekTask:
+		ctx.Respond(&messages.PeekReply{Result: messages.PeekResult{Next: max(m.Offset, 0), Snapshot: e.snap}})
 	case *messages.InputTask:
 		ctx.Respond(&messages.InputReply{Snapshot: e.snap,
 			Err: fmt.Errorf("%w: %s is %s", messages.ErrTaskEnded, e.snap.ID, e.snap.Status)})

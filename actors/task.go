@@ -2,7 +2,9 @@ package actors
 
 import (
 	"fmt"
+	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -50,6 +52,9 @@ type task struct {
 
 	calls    sync.WaitGroup // producer calls in flight off the mailbox (Cancel, Input); Release waits for them
 	inFlight int            // the same count, as the mailbox sees it
+
+	untils []*untilWaiter // pending ReadUntil requests, in arrival order
+	grew   atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
 
 	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
 	writing   bool          // an Input call is in flight
@@ -125,6 +130,7 @@ func (t *task) receive(ctx actor.Context) {
 			t.starter = nil
 		}
 		t.watchDone()
+		t.watchOutput()
 	case *outcomeMsg:
 		t.outcome(ctx, m)
 	case *messages.ReadTask:
@@ -142,6 +148,16 @@ func (t *task) receive(ctx actor.Context) {
 		t.wait(ctx, m)
 	case *abandonWait:
 		t.endWait(ctx, func(w *waiter) bool { return w.pid.Equal(m.waiter) })
+		t.endUntil(ctx, func(w *untilWaiter) bool { return w.pid.Equal(m.waiter) }, false)
+	case *messages.ReadUntil:
+		t.readUntil(ctx, m)
+	case *untilTimeout:
+		t.endUntil(ctx, func(w *untilWaiter) bool { return w.n == m.n }, true)
+	case *outputGrew:
+		t.grew.Store(false)
+		t.matchUntils(ctx)
+	case *messages.PeekTask:
+		t.peek(ctx, m)
 	case *waitTimeout:
 		t.endWait(ctx, func(w *waiter) bool { return w.n == m.n })
 	case *teardown:
@@ -200,7 +216,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		t.snap.Status = o.Status
 		t.snap.Detail = o.Detail
 		t.snap.Finished = time.Now()
-		if t.hooks.ReadOutput == nil {
+		if !t.streams() {
 			t.output = o.Output
 		}
 		// A wait pending at settlement returns the terminal state, and a kill in
@@ -217,6 +233,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 			}
 		}
 		t.waiters = nil
+		t.endUntils(ctx, messages.UntilEnded)
 		t.failQueuedInputs(ctx)
 		t.answerTeardown(ctx)
 		return true
@@ -366,12 +383,12 @@ func (t *task) liveWaiters() int {
 
 func (t *task) read(ctx actor.Context) {
 	var out string
-	if t.hooks.ReadOutput != nil {
+	if t.streams() {
 		if !t.rt.alive(ctx.Sender()) {
 			return // nobody would receive the delta: do not consume it
 		}
 		var err error
-		out, err = messages.ContainValue("read output", func() (string, error) { return t.hooks.ReadOutput(), nil })
+		out, err = t.consume()
 		if err != nil {
 			t.rt.log.Error("taskrt: ReadOutput panicked", "task", t.snap.ID, "err", err)
 			ctx.Respond(&messages.ReadReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
@@ -412,6 +429,12 @@ func (t *task) stopped() {
 		t.rt.send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
 	}
 	t.waiters = nil
+	for _, w := range t.untils {
+		w.timer.Stop()
+		t.rt.send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
+			ReadResult: messages.ReadResult{Snapshot: t.snap}, Reason: messages.UntilEnded}})
+	}
+	t.untils = nil
 	if t.settleT != nil {
 		t.settleT.Stop()
 	}
@@ -522,6 +545,185 @@ func (t *task) failQueuedInputs(ctx actor.Context) {
 		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
 	t.inputs = t.inputs[:first]
+}
+
+// streams reports whether the task is a stream kind (consuming delta reads).
+func (t *task) streams() bool { return t.hooks.Output != nil || t.hooks.ReadOutput != nil }
+
+// consume is a consuming read of the producer's output: Output.Read, or ReadOutput.
+func (t *task) consume() (string, error) {
+	return messages.ContainValue("read output", func() (string, error) {
+		if t.hooks.Output != nil {
+			return t.hooks.Output.Read(), nil
+		}
+		return t.hooks.ReadOutput(), nil
+	})
+}
+
+// outputGrew: the producer's output grew (Output.OnGrow → task). At most one is on
+// its way at a time.
+type outputGrew struct{}
+
+// untilTimeout: a ReadUntil's deadline passed.
+type untilTimeout struct{ n uint64 }
+
+func (*outputGrew) isTaskMsg()   {}
+func (*untilTimeout) isTaskMsg() {}
+
+// untilWaiter is one pending ReadUntil.
+type untilWaiter struct {
+	n     uint64
+	pid   *actor.PID
+	re    *regexp.Regexp
+	timer *time.Timer
+}
+
+// watchOutput asks the producer's output stream to tell the task when it grows.
+func (t *task) watchOutput() {
+	if t.hooks.Output == nil {
+		return
+	}
+	self, rt, grew := t.self, t.rt, &t.grew
+	err := messages.Contain("output", func() error {
+		t.hooks.Output.OnGrow(func() {
+			if grew.CompareAndSwap(false, true) {
+				rt.send(self, &outputGrew{})
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		t.rt.log.Error("taskrt: Output.OnGrow panicked", "task", t.snap.ID, "err", err)
+	}
+}
+
+func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
+	reply := func(err error) { ctx.Respond(&messages.ReadUntilReply{Err: err}) }
+	if t.hooks.Output == nil {
+		reply(fmt.Errorf("%w: %s (%s) gives no output to match", messages.ErrNoOutputStream, t.snap.ID, t.snap.Kind))
+		return
+	}
+	if m.Timeout <= 0 {
+		reply(invalidWaitTimeout(m.Timeout))
+		return
+	}
+	re, err := regexp.Compile(m.Pattern)
+	if err != nil {
+		reply(fmt.Errorf("%w: pattern: %v", messages.ErrInvalidArgument, err))
+		return
+	}
+	t.nextWaiter++
+	n, self, rt := t.nextWaiter, t.self, t.rt
+	t.untils = append(t.untils, &untilWaiter{n: n, pid: ctx.Sender(), re: re,
+		timer: time.AfterFunc(m.Timeout, func() { rt.send(self, &untilTimeout{n: n}) })})
+	t.matchUntils(ctx)
+	if t.phase == phaseSettled {
+		t.endUntils(ctx, messages.UntilEnded)
+	}
+}
+
+// matchUntils answers the pending ReadUntil requests whose pattern now matches, in
+// order; each match consumes the output through its line, so the scan restarts.
+func (t *task) matchUntils(ctx actor.Context) {
+	for i := 0; i < len(t.untils); {
+		w := t.untils[i]
+		var out, match string
+		var ok bool
+		err := messages.Contain("read output", func() error {
+			out, match, ok = t.hooks.Output.ReadMatch(w.re)
+			return nil
+		})
+		if err == nil && !ok {
+			i++
+			continue
+		}
+		t.untils = append(t.untils[:i], t.untils[i+1:]...)
+		w.timer.Stop()
+		if err != nil {
+			ctx.Send(w.pid, &messages.ReadUntilReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
+			continue
+		}
+		if t.phase == phaseSettled {
+			t.report(ctx)
+		}
+		ctx.Send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
+			ReadResult: messages.ReadResult{Output: out, Snapshot: t.snap}, Reason: messages.UntilMatched, Match: match}})
+		i = 0 // the match consumed output: look again from the first
+	}
+}
+
+// endUntil answers one pending ReadUntil without a match: at its deadline (consuming
+// what is new, so the model sees why nothing matched) or because its requester gave
+// up (consuming nothing).
+func (t *task) endUntil(ctx actor.Context, match func(*untilWaiter) bool, timedOut bool) {
+	for i, w := range t.untils {
+		if !match(w) {
+			continue
+		}
+		w.timer.Stop()
+		t.untils = append(t.untils[:i], t.untils[i+1:]...)
+		r := messages.UntilResult{ReadResult: messages.ReadResult{Snapshot: t.snap}}
+		if timedOut {
+			r.Reason = messages.UntilTimedOut
+			out, err := t.consume()
+			if err != nil {
+				ctx.Send(w.pid, &messages.ReadUntilReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
+				return
+			}
+			r.Output = out
+		}
+		ctx.Send(w.pid, &messages.ReadUntilReply{Result: r})
+		return
+	}
+}
+
+// endUntils answers every pending ReadUntil at settlement: the first gets the rest
+// of the output (after a last look for a match), and each sees the terminal
+// snapshot, so the task is reported.
+func (t *task) endUntils(ctx actor.Context, reason messages.UntilReason) {
+	if len(t.untils) == 0 {
+		return
+	}
+	t.matchUntils(ctx)
+	for _, w := range t.untils {
+		w.timer.Stop()
+		out, err := t.consume()
+		if err != nil {
+			ctx.Send(w.pid, &messages.ReadUntilReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
+			continue
+		}
+		t.report(ctx)
+		ctx.Send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
+			ReadResult: messages.ReadResult{Output: out, Snapshot: t.snap}, Reason: reason}})
+	}
+	t.untils = nil
+}
+
+// Bounds of one observer read.
+const (
+	defaultPeek = 64 << 10
+	maxPeek     = 1 << 20
+)
+
+func (t *task) peek(ctx actor.Context, m *messages.PeekTask) {
+	if t.hooks.Output == nil {
+		ctx.Respond(&messages.PeekReply{Err: fmt.Errorf("%w: %s (%s) gives no output to observe", messages.ErrNoOutputStream, t.snap.ID, t.snap.Kind)})
+		return
+	}
+	n := m.Max
+	if n <= 0 {
+		n = defaultPeek
+	}
+	r := messages.PeekResult{Snapshot: t.snap}
+	err := messages.Contain("peek output", func() error {
+		r.Data, r.Next, r.Missed = t.hooks.Output.Peek(m.Offset, min(n, maxPeek))
+		return nil
+	})
+	if err != nil {
+		ctx.Respond(&messages.PeekReply{Err: fmt.Errorf("peek output of task %s: %w", t.snap.ID, err)})
+		return
+	}
+	ctx.Respond(&messages.PeekReply{Result: r})
 }
 
 func invalidWaitTimeout(d time.Duration) error {

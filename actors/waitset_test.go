@@ -157,6 +157,8 @@ func TestWaitSetTimeoutAndCancellation(t *testing.T) {
 		assert.Empty(t, g.Cancels, "the tasks are untouched")
 		g.Finish(messages.Outcome{Status: messages.Completed})
 		settleWait(t, rt, ids[1], "a1")
+		_, err = rt.Tasks().List(bg, "a1") // the registry has taken in the settlement
+		require.NoError(t, err)
 		assert.Equal(t, actors.Stats{Tasks: 2, Retained: 2, Agents: 1, Actors: 4}, rt.Stats(), "no set waiter is left")
 	})
 }

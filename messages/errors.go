@@ -40,6 +40,10 @@ var (
 	ErrNoInput = errors.New("task takes no input")
 	// ErrInputClosed is returned by Input once the task's input was closed (eof).
 	ErrInputClosed = errors.New("task input already closed")
+	// ErrNoOutputStream is returned by ReadUntil and Peek for a task whose producer
+	// gives no output stream (Hooks.Output): a final-output kind, or a stream kind
+	// that only has ReadOutput.
+	ErrNoOutputStream = errors.New("task has no output stream")
 	// ErrTaskEnded is returned by Input for a task that has finished (or is being
 	// stopped): its input goes nowhere. The error names the task's status.
 	ErrTaskEnded = errors.New("task has ended")

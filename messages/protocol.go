@@ -146,7 +146,45 @@ type InputReply struct {
 	Err      error
 }
 
+// ReadUntil reads a stream task's output up to a pattern (RE2 syntax): the reply
+// comes as soon as the task's unread output contains a match (consumed through the
+// end of the matching line; what follows stays for the next read), or the task
+// settles (everything new is consumed), or Timeout passes (everything new is
+// consumed) — whichever comes first, and says which. Matching runs on the task
+// actor, on the output the producer holds in memory. Tasks without an output stream
+// (Hooks.Output) answer ErrNoOutputStream. Reply: *ReadUntilReply.
+type ReadUntil struct {
+	ID      TaskID
+	Caller  AgentID
+	Pattern string
+	Timeout time.Duration
+}
+
+// ReadUntilReply answers ReadUntil.
+type ReadUntilReply struct {
+	Result UntilResult
+	Err    error
+}
+
+// PeekTask is an observer read: up to Max raw bytes of a stream task's output from
+// byte offset Offset on, without moving the model's consuming cursor. Tasks without
+// an output stream (Hooks.Output) answer ErrNoOutputStream. Reply: *PeekReply.
+type PeekTask struct {
+	ID     TaskID
+	Caller AgentID
+	Offset int64
+	Max    int
+}
+
+// PeekReply answers PeekTask.
+type PeekReply struct {
+	Result PeekResult
+	Err    error
+}
+
 func (*GetTask) isRequest()   {}
+func (*ReadUntil) isRequest() {}
+func (*PeekTask) isRequest()  {}
 func (*InputTask) isRequest() {}
 func (*ListTasks) isRequest() {}
 func (*ReadTask) isRequest()  {}

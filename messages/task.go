@@ -158,3 +158,33 @@ const (
 	KillRequested       KillResult = "requested"        // Cancel accepted; status is now stopping
 	KillAlreadyTerminal KillResult = "already-terminal" // the task had already settled
 )
+
+// UntilReason says why a read up to a pattern returned.
+type UntilReason string
+
+// The reasons a read up to a pattern returns.
+const (
+	UntilMatched  UntilReason = "matched" // the output contains a match
+	UntilEnded    UntilReason = "ended"   // the task settled first
+	UntilTimedOut UntilReason = "timeout" // the timeout passed first
+)
+
+// UntilResult is what a read up to a pattern returns: the output it consumed (up to
+// the end of the line that matched, or everything new when the task ended or the
+// timeout passed), the snapshot, why it returned, and the matched text.
+type UntilResult struct {
+	ReadResult
+	Reason UntilReason
+	Match  string
+}
+
+// PeekResult is an observer read: raw output bytes from an offset on, read without
+// moving the consuming cursor. Next is the offset after Data; Missed counts the bytes
+// from the requested offset on that are no longer held and were skipped. A tombstone
+// has no output: Data is empty and Snapshot.Evicted is set.
+type PeekResult struct {
+	Data     []byte
+	Next     int64
+	Missed   int64
+	Snapshot Snapshot
+}

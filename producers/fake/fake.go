@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // Task is one piece of fake work. Its zero value is not usable; call New.
@@ -22,14 +23,15 @@ type Task struct {
 	done   chan messages.Outcome
 
 	mu        sync.Mutex // protects everything below
-	buf       strings.Builder
+	text      strings.Builder
 	runs      int
 	cancelErr error
 	panics    bool
 	hold      bool
-	input     bool          // Hooks include Input
-	gate      chan struct{} // when set, Input blocks until it is closed or the work settles
-	settled   chan struct{} // closed when an outcome is delivered
+	input     bool           // Hooks include Input
+	buf       *output.Buffer // when set, Hooks include it as Output and Emit writes to it
+	gate      chan struct{}  // when set, Input blocks until it is closed or the work settles
+	settled   chan struct{}  // closed when an outcome is delivered
 	once      sync.Once
 	relOnce   sync.Once
 }
@@ -52,6 +54,16 @@ func New(stream bool) *Task {
 type Input struct {
 	Data string
 	EOF  bool
+}
+
+// Buffered makes the task's output an output.Buffer handed to the runtime as
+// Hooks.Output (reads up to a pattern, observer reads, output events) instead of a
+// plain ReadOutput; Emit writes to it. Call it before the task starts.
+func (t *Task) Buffered(opts ...output.Option) *output.Buffer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = output.New(opts...)
+	return t.buf
 }
 
 // Interactive gives the task an Input hook: every write is sent to Inputs. Call it
@@ -124,13 +136,19 @@ func (t *Task) Hooks() messages.Hooks {
 	if t.input {
 		h.Input = t.write
 	}
+	buf := t.buf
 	t.mu.Unlock()
+	if buf != nil {
+		h.Output = buf
+		h.Release = func() { buf.Release(); t.relOnce.Do(func() { close(t.Released) }) }
+		return h
+	}
 	if t.stream {
 		h.ReadOutput = func() string {
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			s := t.buf.String()
-			t.buf.Reset()
+			s := t.text.String()
+			t.text.Reset()
 			return s
 		}
 	}
@@ -147,14 +165,29 @@ func (t *Task) Runs() int {
 // Emit appends output for the next read.
 func (t *Task) Emit(s string) {
 	t.mu.Lock()
-	t.buf.WriteString(s)
+	buf := t.buf
+	if buf == nil {
+		t.text.WriteString(s)
+	}
 	t.mu.Unlock()
+	if buf != nil {
+		_, _ = buf.WriteString(s)
+	}
 }
 
 // Finish settles the work with o. Only the first call (or the first cancellation)
 // delivers an outcome.
 func (t *Task) Finish(o messages.Outcome) {
-	t.once.Do(func() { t.done <- o; close(t.settled) })
+	t.once.Do(func() {
+		t.mu.Lock()
+		buf := t.buf
+		t.mu.Unlock()
+		if buf != nil {
+			_ = buf.Close()
+		}
+		t.done <- o
+		close(t.settled)
+	})
 }
 
 // CloseDone closes Done without an outcome: a producer contract violation.
