@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/taskrt/taskrt/messages"
@@ -46,6 +47,27 @@ func listLine(s messages.Snapshot, caller messages.AgentID) string {
 		line += fmt.Sprintf(" (sub-agent %s)", truncate(oneLine(string(s.Owner)), 128))
 	}
 	return line
+}
+
+// untilLine says why a task_output with until returned: "[matched: listening on
+// :8080]", "[no match before the task ended]", "[no match within 30000 ms]".
+func untilLine(r messages.UntilResult, timeout time.Duration) string {
+	switch r.Reason {
+	case messages.UntilMatched:
+		return "[matched: " + truncate(oneLine(r.Match), 200) + "]"
+	case messages.UntilEnded:
+		return "[no match before the task ended]"
+	default:
+		return fmt.Sprintf("[no match within %d ms]", timeout.Milliseconds())
+	}
+}
+
+// untilProblem is the one-line reason a pattern was refused.
+func untilProblem(pattern string, err error) string {
+	if pattern == "" {
+		return "it is empty"
+	}
+	return truncate(oneLine(strings.TrimPrefix(err.Error(), "error parsing regexp: ")), 120)
 }
 
 // noTasks is task_list's answer when the caller sees no task.

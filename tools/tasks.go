@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -147,6 +148,7 @@ type OutputArgs struct {
 	TaskID    string `json:"task_id" jsonschema:"The id of the background task, as returned when it was started (for example bash-1)."`
 	Wait      bool   `json:"wait,omitempty" jsonschema:"Block until the task finishes or timeout_ms passes. Default false: return at once with what is available."`
 	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"With wait: the longest to block, in milliseconds. A wait that times out is not an error: the task keeps running."`
+	Until     string `json:"until,omitempty" jsonschema:"A regular expression (RE2 syntax). Waits (wait is implied) until a line of the task's new output matches, then returns the output up to the end of that line; the rest stays for your next read. It also returns when the task ends or timeout_ms passes. Use it to wait for readiness, e.g. listening on."`
 }
 
 const taskOutputDescription = "Read the output of a background task started with run_in_background. " +
@@ -171,9 +173,28 @@ func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw
 		return errResult(errTimeout)
 	}
 	id := messages.TaskID(a.TaskID)
+	if given["until"] {
+		if given["wait"] && !a.Wait {
+			return errResult(argErr("until waits for a match: it cannot be used with wait: false"))
+		}
+		if _, err := regexp.Compile(a.Until); err != nil || a.Until == "" {
+			return errResult(argErr("until is not a valid regular expression: %s", untilProblem(a.Until, err)))
+		}
+	}
 	defer t.calls.begin(id)()
 	if t.outputCallHook != nil {
 		t.outputCallHook(id)
+	}
+	if given["until"] {
+		timeout, clamped := t.cfg.waitTimeout, ""
+		if a.TimeoutMS > 0 {
+			timeout, clamped = t.clampWait(a.TimeoutMS)
+		}
+		r, err := t.rt.Tasks().ReadUntil(ctx, id, caller, a.Until, timeout)
+		if err != nil {
+			return taskErrResult(a.TaskID, err)
+		}
+		return Result{Text: joinLines(r.Output, clamped, untilLine(r, timeout), StatusLine(r.Snapshot))}
 	}
 	var clamped string
 	if a.Wait {
