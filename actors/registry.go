@@ -55,6 +55,8 @@ type registry struct {
 	setWaiters map[string][2]*actor.PID // set waiter actors by actor id: {waiter, requester}
 
 	overdue map[messages.AgentID]*time.Timer // armed start-overdue timers, by owner ("" = close)
+
+	subscribers map[*subscriber]struct{} // event subscriptions (Runtime.Subscribe)
 }
 
 type runtimePhase int
@@ -140,16 +142,17 @@ const (
 
 func newRegistry(rt *Runtime) *registry {
 	return &registry{
-		rt:         rt,
-		surfaces:   map[uint64]string{},
-		counters:   map[string]int{},
-		starts:     map[uint64]*reservation{},
-		tasks:      map[messages.TaskID]*taskEntry{},
-		agents:     map[messages.AgentID]*agentEntry{},
-		byPID:      map[string]*agentEntry{},
-		listeners:  map[string]*actor.PID{},
-		setWaiters: map[string][2]*actor.PID{},
-		overdue:    map[messages.AgentID]*time.Timer{},
+		rt:          rt,
+		surfaces:    map[uint64]string{},
+		counters:    map[string]int{},
+		starts:      map[uint64]*reservation{},
+		tasks:       map[messages.TaskID]*taskEntry{},
+		agents:      map[messages.AgentID]*agentEntry{},
+		byPID:       map[string]*agentEntry{},
+		listeners:   map[string]*actor.PID{},
+		setWaiters:  map[string][2]*actor.PID{},
+		overdue:     map[messages.AgentID]*time.Timer{},
+		subscribers: map[*subscriber]struct{}{},
 	}
 }
 
@@ -287,9 +290,12 @@ func (r *registry) receive(ctx actor.Context) {
 		if e, ok := r.tasks[m.snap.ID]; ok {
 			if e.pid == nil { // evicted meanwhile: the change can only be Reported
 				e.snap.Reported = e.snap.Reported || m.snap.Reported
-			} else {
-				e.snap = m.snap
+				return
 			}
+			if e.snap.Status != messages.Stopping && m.snap.Status == messages.Stopping {
+				r.publish(messages.Event{Kind: messages.EventTaskStopping, Agent: m.snap.Owner, Task: m.snap})
+			}
+			e.snap = m.snap
 		}
 	case *taskSettled:
 		r.settled(ctx, m)
@@ -322,6 +328,26 @@ func (r *registry) receive(ctx actor.Context) {
 		}
 	case *notifyTask:
 		ctx.Respond(r.claimNotice(m.id))
+	case *subscribeEvents:
+		if r.phase != runtimeOpen {
+			ctx.Respond(&errReply{err: r.rt.closedErr()})
+			return
+		}
+		r.subscribers[m.s] = struct{}{}
+		r.rt.nSubscribers.Store(int64(len(r.subscribers)))
+		ctx.Respond(&errReply{})
+	case *unsubscribeEvents:
+		for s := range r.subscribers {
+			if s.sub == m.sub {
+				delete(r.subscribers, s)
+				close(s.sub.ch)
+			}
+		}
+		r.rt.nSubscribers.Store(int64(len(r.subscribers)))
+	case *taskOutput:
+		if e, ok := r.tasks[m.snap.ID]; ok && e.pid != nil {
+			r.publish(messages.Event{Kind: messages.EventTaskOutput, Agent: m.snap.Owner, Task: e.snap, Bytes: m.bytes})
+		}
 	case *lookupAgent:
 		a, ok := r.agents[m.id]
 		if !ok || a.phase != agentOpen {
@@ -373,6 +399,7 @@ func (r *registry) receive(ctx actor.Context) {
 		r.advanceClose(ctx)
 	case *actor.Stopped:
 		r.rt.nActors.Add(-1)
+		r.closeSubscribers()
 		for _, t := range r.overdue {
 			t.Stop()
 		}
@@ -506,6 +533,7 @@ func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 		b = &r.agents[m.snap.Owner].bucket
 	}
 	b.ids = append(b.ids, m.snap.ID)
+	r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
 	if m.snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
 		r.owed++
@@ -573,6 +601,7 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	e.snap = m.snap
 	r.rt.nRunning.Add(-1)
 	r.rt.nRetained.Add(1)
+	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: m.snap.Owner, Task: m.snap})
 	// Listeners are silent from the moment Close begins.
 	if r.phase == runtimeOpen && !r.rt.closing.Load() {
 		for _, pid := range r.listeners {
@@ -613,6 +642,7 @@ func (r *registry) evict(ctx actor.Context, b *bucket, id messages.TaskID) {
 	ctx.Poison(e.pid)
 	e.pid = nil
 	e.snap.Evicted = true
+	r.publish(messages.Event{Kind: messages.EventTaskEvicted, Agent: e.snap.Owner, Task: e.snap})
 	r.rt.nRecords.Add(-1)
 	r.rt.nRetained.Add(-1)
 	r.rt.nTombstones.Add(1)
@@ -767,6 +797,7 @@ func (r *registry) register(ctx actor.Context, m *registerAgent) error {
 		parent.children[m.id] = struct{}{}
 	}
 	r.rt.nAgents.Add(1)
+	r.publish(messages.Event{Kind: messages.EventAgentRegistered, Agent: m.id, Parent: m.parent})
 	return nil
 }
 
@@ -831,6 +862,7 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 // agentGone finishes a disposal once the agent actor terminated: unregister it,
 // answer the Dispose callers, and let a disposing parent go on.
 func (r *registry) agentGone(ctx actor.Context, a *agentEntry) {
+	r.publish(messages.Event{Kind: messages.EventAgentDisposed, Agent: a.id, Parent: a.parent})
 	delete(r.agents, a.id)
 	delete(r.byPID, a.pid.Id)
 	r.rt.nAgents.Add(-1)

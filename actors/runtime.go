@@ -56,6 +56,9 @@ type Runtime struct {
 	nTombstones atomic.Int64 // evicted tasks answered from a tombstone
 	nAbandoned  atomic.Int64 // tasks failed by the settle timeout
 	nextToken   atomic.Uint64
+	// nSubscribers mirrors the registry's subscriber count, so that task actors
+	// send output events only while someone listens.
+	nSubscribers atomic.Int64
 
 	// replies is a free list of reply processes whose answer was received.
 	replies chan *reply

@@ -156,6 +156,12 @@ func (t *task) receive(ctx actor.Context) {
 	case *outputGrew:
 		t.grew.Store(false)
 		t.matchUntils(ctx)
+		if t.rt.nSubscribers.Load() > 0 {
+			n, err := messages.ContainValue("output", func() (int64, error) { return t.hooks.Output.Written(), nil })
+			if err == nil {
+				ctx.Send(t.rt.registry, &taskOutput{snap: t.snap, bytes: n})
+			}
+		}
 	case *messages.PeekTask:
 		t.peek(ctx, m)
 	case *waitTimeout:

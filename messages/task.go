@@ -188,3 +188,40 @@ type PeekResult struct {
 	Missed   int64
 	Snapshot Snapshot
 }
+
+// EventKind names what an Event reports.
+type EventKind string
+
+// The event kinds, in the order a task's events come: started, output (any number),
+// stopping (when cancelled), settled, evicted. Overflow is the subscription's own.
+const (
+	EventAgentRegistered EventKind = "agent-registered"
+	EventAgentDisposed   EventKind = "agent-disposed"
+	EventTaskStarted     EventKind = "task-started"
+	EventTaskOutput      EventKind = "task-output"   // the task's output grew; Bytes is its size now
+	EventTaskStopping    EventKind = "task-stopping" // cancelled (killed or torn down), not yet settled
+	EventTaskSettled     EventKind = "task-settled"
+	EventTaskEvicted     EventKind = "task-evicted" // retention dropped its record; a tombstone remains
+	// EventOverflow says the subscriber was too slow: Missed events were dropped for
+	// it (never for anyone else, and never blocking the runtime). Resynchronise with
+	// List.
+	EventOverflow EventKind = "overflow"
+)
+
+// Event is one thing that happened in the runtime, as a subscription delivers it.
+// Events of one task come in the order they happened.
+type Event struct {
+	Kind EventKind
+	Time time.Time
+	// Agent is the agent an agent event is about, or the owner of a task event's task
+	// ("" = unowned).
+	Agent AgentID
+	// Parent is a registered agent's parent (agent-registered).
+	Parent AgentID
+	// Task is the task's snapshot at the event (task events).
+	Task Snapshot
+	// Bytes is how many bytes the task's output holds in all (task-output).
+	Bytes int64
+	// Missed counts the events dropped before this one (overflow).
+	Missed int
+}

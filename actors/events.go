@@ -1,0 +1,158 @@
+package actors
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// DefaultEventBuffer is how many events a subscription holds for its reader.
+const DefaultEventBuffer = 1024
+
+// Subscription is a stream of the runtime's events (Runtime.Subscribe). Read them
+// from Events; Close ends the subscription. A subscription that falls behind misses
+// events — never blocking the runtime, never silently: the next event it gets is an
+// EventOverflow that says how many it missed (resynchronise with Tasks.List).
+type Subscription struct {
+	rt   *Runtime
+	ch   chan messages.Event
+	once sync.Once
+}
+
+// Events is the subscription's channel. The runtime closes it when the subscription
+// is closed or the runtime has closed.
+func (s *Subscription) Events() <-chan messages.Event { return s.ch }
+
+// Close ends the subscription; its channel is closed soon after. Idempotent.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		if !s.rt.closed.Load() {
+			s.rt.send(s.rt.registry, &unsubscribeEvents{sub: s})
+		}
+	})
+}
+
+// SubscribeOption configures a subscription.
+type SubscribeOption interface{ applySub(*subscriber) }
+
+type subscribeOptionFunc func(*subscriber)
+
+func (f subscribeOptionFunc) applySub(s *subscriber) { f(s) }
+
+// ForOwner scopes a subscription to one agent and its descendants (sub-agents): it
+// sees their agent and task events and nothing else — no other owner's, no unowned
+// task's. Without it, a subscription sees the whole runtime. Scoping is the
+// embedder's decision; nothing a model does can widen it.
+func ForOwner(id messages.AgentID) SubscribeOption {
+	return subscribeOptionFunc(func(s *subscriber) { s.owner = id })
+}
+
+// WithEventBuffer sets how many events the subscription holds before it misses some
+// (default DefaultEventBuffer; n <= 0 keeps the default).
+func WithEventBuffer(n int) SubscribeOption {
+	return subscribeOptionFunc(func(s *subscriber) {
+		if n > 0 {
+			s.buffer = n
+		}
+	})
+}
+
+// Subscribe starts a stream of events: agents registered and disposed, tasks started,
+// their output growing (byte counts, not bytes: use Tasks.Peek for the bytes),
+// stopping, settled and evicted. The registry hands each event to every subscriber
+// with a non-blocking send into the subscriber's bounded buffer, so a slow reader
+// costs the runtime nothing but the events it misses (see Subscription). It fails
+// with ErrClosed once the runtime is closing.
+func (rt *Runtime) Subscribe(ctx context.Context, opts ...SubscribeOption) (*Subscription, error) {
+	s := &subscriber{buffer: DefaultEventBuffer}
+	for _, o := range opts {
+		o.applySub(s)
+	}
+	s.sub = &Subscription{rt: rt, ch: make(chan messages.Event, s.buffer)}
+	m, err := rt.call(ctx, &subscribeEvents{s: s})
+	if err != nil {
+		return nil, rt.noActorErr(err)
+	}
+	if err := m.(*errReply).err; err != nil {
+		return nil, err
+	}
+	return s.sub, nil
+}
+
+// subscriber is the registry's side of a Subscription.
+type subscriber struct {
+	sub    *Subscription
+	owner  messages.AgentID // "" = the whole runtime
+	buffer int
+	missed int // events dropped since the last delivered one
+}
+
+// subscribeEvents / unsubscribeEvents maintain the registry's subscribers.
+type (
+	subscribeEvents   struct{ s *subscriber }
+	unsubscribeEvents struct{ sub *Subscription }
+	// taskOutput: a task's output grew (task → registry, only while someone
+	// subscribes).
+	taskOutput struct {
+		snap  messages.Snapshot
+		bytes int64
+	}
+)
+
+func (*subscribeEvents) isRegistryMsg()   {}
+func (*unsubscribeEvents) isRegistryMsg() {}
+func (*taskOutput) isRegistryMsg()        {}
+
+// publish hands ev to every subscriber in scope, never blocking: a full buffer
+// counts a missed event, and the subscriber's next delivered event is an overflow
+// notice. Called on the registry's goroutine.
+func (r *registry) publish(ev messages.Event) {
+	if len(r.subscribers) == 0 {
+		return
+	}
+	ev.Time = time.Now()
+	for s := range r.subscribers {
+		if s.owner != "" && (ev.Agent == "" || !r.inScope(s.owner, ev.Agent)) {
+			continue
+		}
+		if s.missed > 0 {
+			select {
+			case s.sub.ch <- messages.Event{Kind: messages.EventOverflow, Time: ev.Time, Missed: s.missed}:
+				s.missed = 0
+			default:
+				s.missed++
+				continue
+			}
+		}
+		select {
+		case s.sub.ch <- ev:
+		default:
+			s.missed++
+		}
+	}
+}
+
+// inScope reports whether agent is scope or one of its descendants.
+func (r *registry) inScope(scope, agent messages.AgentID) bool {
+	for a := agent; a != ""; {
+		if a == scope {
+			return true
+		}
+		e, ok := r.agents[a]
+		if !ok {
+			return false
+		}
+		a = e.parent
+	}
+	return false
+}
+
+func (r *registry) closeSubscribers() {
+	for s := range r.subscribers {
+		close(s.sub.ch)
+		delete(r.subscribers, s)
+	}
+	r.rt.nSubscribers.Store(0)
+}
