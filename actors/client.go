@@ -381,6 +381,7 @@ func (t *Tasks) Notify(ctx context.Context, id messages.TaskID, text string) (bo
 	if err := inject(ctx, r.injector, text); err != nil {
 		return false, err
 	}
+	t.rt.metrics.notice("delivered")
 	return true, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Defaults for the runtime's options.
@@ -31,6 +32,8 @@ type config struct {
 	retention     int  // settled records kept per bucket (0: none)
 	tombstones    int  // tombstones kept per bucket (0: none)
 	ancestors     bool // an agent's ancestors reach its tasks
+
+	meters metric.MeterProvider // nil: no metrics
 
 	registryHook func(msg any) // tests only: called before the registry handles msg
 }
@@ -142,4 +145,14 @@ func WithoutTombstones() Option {
 // completion notice goes only to the task's own owner.
 func WithoutAncestorAccess() Option {
 	return optionFunc(func(c *config) { c.ancestors = false })
+}
+
+// WithMeterProvider records the runtime's OpenTelemetry metrics (see metrics.go for
+// the names) with mp. The default records nothing; nil keeps the default.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.meters = mp
+		}
+	})
 }

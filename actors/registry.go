@@ -534,6 +534,7 @@ func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	}
 	b.ids = append(b.ids, m.snap.ID)
 	r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
+	r.rt.metrics.taskStarted(m.snap.Kind)
 	if m.snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
 		r.owed++
@@ -602,6 +603,7 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	r.rt.nRunning.Add(-1)
 	r.rt.nRetained.Add(1)
 	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: m.snap.Owner, Task: m.snap})
+	r.rt.metrics.taskSettled(m.snap)
 	// Listeners are silent from the moment Close begins.
 	if r.phase == runtimeOpen && !r.rt.closing.Load() {
 		for _, pid := range r.listeners {
@@ -643,6 +645,7 @@ func (r *registry) evict(ctx actor.Context, b *bucket, id messages.TaskID) {
 	e.pid = nil
 	e.snap.Evicted = true
 	r.publish(messages.Event{Kind: messages.EventTaskEvicted, Agent: e.snap.Owner, Task: e.snap})
+	r.rt.metrics.evicted.Add(bg, 1)
 	r.rt.nRecords.Add(-1)
 	r.rt.nRetained.Add(-1)
 	r.rt.nTombstones.Add(1)
@@ -761,7 +764,13 @@ func (r *registry) descendantIDs(a *agentEntry, lists [][]messages.TaskID) [][]m
 // claimNotice hands out the owner's injector for a task's one completion notice.
 func (r *registry) claimNotice(id messages.TaskID) *agentReply {
 	e, ok := r.tasks[id]
-	if !ok || e.notified || e.snap.Reported || !e.snap.Status.Terminal() || e.snap.Owner == "" {
+	if !ok || e.notified || !e.snap.Status.Terminal() || e.snap.Owner == "" {
+		return &agentReply{}
+	}
+	if e.snap.Reported {
+		// The model has seen the end: the notice is suppressed (counted once).
+		e.notified = true
+		r.rt.metrics.notice("suppressed")
 		return &agentReply{}
 	}
 	a, ok := r.agents[e.snap.Owner]

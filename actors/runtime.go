@@ -62,6 +62,8 @@ type Runtime struct {
 
 	// replies is a free list of reply processes whose answer was received.
 	replies chan *reply
+
+	metrics *instruments
 }
 
 // Stats is a point-in-time count of the runtime's live state. After Close (or after
@@ -87,6 +89,11 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	}
 	rt := &Runtime{cfg: cfg, log: cfg.logger, stopped: make(chan struct{}), replies: make(chan *reply, 256)}
 	rt.abort, rt.abortCancel = context.WithCancel(context.Background())
+	in, err := newInstruments(rt, cfg.meters)
+	if err != nil {
+		return nil, fmt.Errorf("taskrt: metrics: %w", err)
+	}
+	rt.metrics = in
 	rt.tasks.rt = rt
 	rt.agents.rt = rt
 	if cfg.system != nil {
@@ -190,6 +197,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.abortCancel()
 	rt.pool.close()
+	_ = rt.metrics.registration.Unregister()
 	for {
 		select {
 		case r := <-rt.replies:

@@ -62,6 +62,7 @@ type task struct {
 	watchStop chan struct{} // closed to stop the Done watcher
 	settleT   *time.Timer   // armed by teardown; fires settleTimeout
 	overdue   bool          // the settle timer fired: answer teardown even with a Cancel hung
+	stopAt    time.Time     // when the task moved to stopping (for the stop-duration metric)
 }
 
 type taskPhase int
@@ -190,6 +191,7 @@ func (t *task) receive(ctx actor.Context) {
 		t.overdue = true
 		if t.phase != phaseSettled {
 			t.rt.nAbandoned.Add(1)
+			t.rt.metrics.abandoned.Add(bg, 1)
 			t.rt.log.Error("taskrt: task did not settle after cancel; abandoned", "task", t.snap.ID, "after", t.rt.cfg.settleTimeout)
 			t.transition(ctx, settleTimedOut, messages.Outcome{Status: messages.Failed,
 				Detail: fmt.Sprintf("abandoned: did not settle within %s after cancel", t.rt.cfg.settleTimeout)})
@@ -211,6 +213,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		}
 		t.phase = phaseStopping
 		t.snap.Status = messages.Stopping
+		t.stopAt = time.Now()
 		ctx.Send(t.rt.registry, &taskChanged{snap: t.snap})
 		t.failQueuedInputs(ctx)
 		return true
@@ -222,6 +225,9 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		t.snap.Status = o.Status
 		t.snap.Detail = o.Detail
 		t.snap.Finished = time.Now()
+		if !t.stopAt.IsZero() {
+			t.rt.metrics.taskStopped(t.snap.Kind, t.snap.Finished.Sub(t.stopAt))
+		}
 		if !t.streams() {
 			t.output = o.Output
 		}

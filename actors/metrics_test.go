@@ -1,0 +1,121 @@
+package actors_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+)
+
+// sums flattens collected metrics: name{attr=value,…} → value (counters and gauges),
+// and name:count for histograms.
+func sums(t *testing.T, rm metricdata.ResourceMetrics) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					out[m.Name+label(p.Attributes.ToSlice())] += float64(p.Value)
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					out[m.Name] = float64(p.Value)
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					out[m.Name+":count"] += float64(p.Count)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func label(kvs []attribute.KeyValue) string {
+	if len(kvs) == 0 {
+		return ""
+	}
+	s := "{"
+	for i, kv := range kvs {
+		if i > 0 {
+			s += ","
+		}
+		s += string(kv.Key) + "=" + kv.Value.Emit()
+	}
+	return s + "}"
+}
+
+// The metrics after a scripted run: one task completed and notified, one killed (its
+// notice suppressed), the first evicted by retention, one abandoned at Close.
+func TestMetricsAfterAScriptedRun(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { require.NoError(t, mp.Shutdown(bg)) }()
+	rt, err := actors.NewRuntime(actors.WithMeterProvider(mp), actors.WithRetention(1), actors.WithSettleTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	rt.Tasks().AttachSurface("test")
+	notices := make(chan string, 4)
+	require.NoError(t, rt.Agents().Register(bg, "a1", actors.WithInjector(func(_ context.Context, s string) error {
+		notices <- s
+		return nil
+	})))
+	handled := make(chan messages.TaskID, 8)
+	stop := rt.Tasks().OnDone(func(s messages.Snapshot) {
+		_, _ = rt.Tasks().Notify(bg, s.ID, "done "+string(s.ID))
+		handled <- s.ID
+	})
+	defer stop()
+
+	done := newFake()
+	doneID := start(t, rt, done.spec("bash", "a1", true))
+	done.Finish(messages.Outcome{Status: messages.Completed})
+	assert.Equal(t, doneID, <-handled)
+	assert.Equal(t, "done "+string(doneID), <-notices)
+
+	killed := newFake()
+	killedID := start(t, rt, killed.spec("bash", "a1", true))
+	_, err = rt.Tasks().Kill(bg, killedID, "a1", "stop")
+	require.NoError(t, err)
+	assert.Equal(t, killedID, <-handled)
+
+	stuck := newFake()
+	stuck.HoldCancel()
+	start(t, rt, stuck.spec("bash", "", true))
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(bg, &rm))
+	before := sums(t, rm)
+	assert.Equal(t, 1.0, before["taskrt.tasks.live"], "the stuck task")
+	assert.Equal(t, 1.0, before["taskrt.agents.live"])
+	assert.Equal(t, 1.0, before["taskrt.tasks.retained"], "retention 1")
+	assert.Equal(t, 1.0, before["taskrt.tasks.tombstones"], "the first task, evicted")
+
+	require.NoError(t, rt.Close(bg)) // the stuck task is abandoned after 100 ms
+	require.NoError(t, reader.Collect(bg, &rm))
+	got := sums(t, rm)
+	for name, want := range map[string]float64{
+		"taskrt.tasks.started{kind=bash}":                  3,
+		"taskrt.tasks.settled{kind=bash,status=completed}": 1,
+		"taskrt.tasks.settled{kind=bash,status=killed}":    1,
+		"taskrt.tasks.settled{kind=bash,status=failed}":    1,
+		"taskrt.task.duration:count":                       3,
+		"taskrt.task.stop_duration:count":                  2,
+		"taskrt.notices{result=delivered}":                 1,
+		"taskrt.notices{result=suppressed}":                1,
+		"taskrt.tasks.abandoned":                           1,
+		"taskrt.tasks.evicted":                             1,
+	} {
+		assert.Equal(t, want, got[name], name)
+	}
+	t.Logf("metrics after the run: %v", got)
+}
