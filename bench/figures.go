@@ -18,14 +18,15 @@ import (
 
 // The baseline names of Figure.Baselines, in table column order.
 const (
-	BaselineMutex   = "mutex"    // MutexRegistry
-	BaselineFloor   = "floor"    // bare protoactor
-	BaselineExec    = "os/exec"  // plain os/exec, same command
-	BaselineKeepAll = "keep-all" // the runtime keeping every record until disposal (before retention)
-	BaselineOneWait = "one wait" // a single Tasks.Wait in the same runtime
+	BaselineMutex   = "mutex"     // MutexRegistry
+	BaselineFloor   = "floor"     // bare protoactor
+	BaselineExec    = "os/exec"   // plain os/exec, same command
+	BaselineKeepAll = "keep-all"  // the runtime keeping every record until disposal (before retention)
+	BaselineOneWait = "one wait"  // a single Tasks.Wait in the same runtime
+	BaselinePlain   = "no events" // the same runtime without an event subscriber
 )
 
-var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll, BaselineOneWait}
+var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll, BaselineOneWait, BaselinePlain}
 
 // Figure is one measured figure: our value (the taskrt runtime), each baseline's
 // value, and our value divided by the primary baseline's.
@@ -154,7 +155,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 	// burst of load from elsewhere on the machine hits them alike; the median round is
 	// kept.
 	for r := range rounds {
-		for _, impl := range registries {
+		for _, impl := range append(registries, ImplActorsEvents) {
 			add(round(lifecycleName, r), impl, func() error {
 				v, err := Lifecycle(ctx, impl, cfg.Lifecycle)
 				lifeRuns[impl] = append(lifeRuns[impl], v)
@@ -272,6 +273,8 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		cfg.Lifecycle.Workers, cfg.Lifecycle.Owners, rounds)
 	figs = append(figs, newFigure("lifecycle throughput", "tasks/s", "higher", life[ImplActors], BaselineMutex,
 		vs(func(i Impl) float64 { return life[i] }, ImplMutex, ImplFloor), lifeNote))
+	figs = append(figs, newFigure("  with one event subscriber", "tasks/s", "higher", life[ImplActorsEvents], BaselinePlain,
+		map[string]float64{BaselinePlain: life[ImplActors]}, "the same lifecycles while a subscriber drains every event (started, settled, …); same rounds"))
 	routedNote := fmt.Sprintf("%d live tasks over %d owners, one caller, %d calls; floor: RequestFuture via a forwarding actor (read) or direct (get); median of %d rounds",
 		cfg.Routed.Tasks, cfg.Routed.Owners, cfg.Routed.Samples, rounds)
 	figs = append(figs,

@@ -16,9 +16,12 @@ type Impl string
 // The implementations the figures compare.
 const (
 	ImplActors Impl = "actors" // the taskrt runtime
-	ImplMutex  Impl = "mutex"  // MutexRegistry, the hand-written baseline
-	ImplFloor  Impl = "floor"  // bare protoactor
-	ImplExec   Impl = "exec"   // plain os/exec (process figures)
+	// ImplActorsEvents is the taskrt runtime with one event subscriber (Runtime.Subscribe)
+	// draining its events: what the event stream costs.
+	ImplActorsEvents Impl = "actors+events"
+	ImplMutex        Impl = "mutex" // MutexRegistry, the hand-written baseline
+	ImplFloor        Impl = "floor" // bare protoactor
+	ImplExec         Impl = "exec"  // plain os/exec (process figures)
 )
 
 // Registry is the task-registry contract the figures drive: the subset of the taskrt
@@ -51,13 +54,26 @@ type Registry interface {
 // (ImplMutex).
 func NewRegistry(impl Impl) (Registry, error) {
 	switch impl {
-	case ImplActors:
+	case ImplActors, ImplActorsEvents:
 		rt, err := actors.NewRuntime(actors.WithoutOwnerLimit())
 		if err != nil {
 			return nil, err
 		}
 		rt.Tasks().AttachSurface("bench")
-		return &actorsRegistry{rt: rt}, nil
+		a := &actorsRegistry{rt: rt}
+		if impl == ImplActorsEvents {
+			sub, err := rt.Subscribe(context.Background())
+			if err != nil {
+				return nil, err
+			}
+			a.drained = make(chan struct{})
+			go func() {
+				defer close(a.drained)
+				for range sub.Events() {
+				}
+			}()
+		}
+		return a, nil
 	case ImplMutex:
 		return NewMutexRegistry(), nil
 	default:
@@ -67,7 +83,10 @@ func NewRegistry(impl Impl) (Registry, error) {
 
 // actorsRegistry adapts *actors.Runtime to Registry. It adds nothing but an
 // interface call.
-type actorsRegistry struct{ rt *actors.Runtime }
+type actorsRegistry struct {
+	rt      *actors.Runtime
+	drained chan struct{} // ImplActorsEvents: closed when the subscriber's goroutine ended
+}
 
 func (a *actorsRegistry) Register(ctx context.Context, id, parent messages.AgentID) error {
 	if parent != "" {
@@ -103,6 +122,9 @@ func (a *actorsRegistry) Dispose(ctx context.Context, id messages.AgentID) error
 func (a *actorsRegistry) Close(ctx context.Context) error {
 	if err := a.rt.Close(ctx); err != nil {
 		return err
+	}
+	if a.drained != nil {
+		<-a.drained // Close closed the subscription's channel
 	}
 	if s := a.rt.Stats(); s != (actors.Stats{Abandoned: s.Abandoned}) {
 		return fmt.Errorf("bench: runtime not empty after Close: %+v", s)

@@ -35,7 +35,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	require.Equal(t, 44, steps) // five figures in two rounds of three impls, four once, retention and wait-any once
+	require.Equal(t, 46, steps) // five figures in two rounds of three impls (lifecycle: four), four once, retention and wait-any once
 
 	var names []string
 	for _, f := range figs {
@@ -45,7 +45,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 		require.Contains(t, f.Baselines, f.RatioTo, f.Name)
 	}
 	require.Equal(t, []string{
-		"lifecycle throughput",
+		"lifecycle throughput", "  with one event subscriber",
 		"routed read p50", "routed read p99", "routed get p50", "routed get p99",
 		"wait wake-up p50", "wait wake-up p99", "wait-any of 4 wake-up p50", "wait-any of 4 wake-up p99",
 		"bytes per live task", "  of which heap", "  of which stacks",
@@ -64,7 +64,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 	require.NoError(t, WriteTable(&table, ThisMachine(), figs))
 	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
 	require.True(t, strings.HasPrefix(lines[0], "# nproc "), lines[0])
-	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+keep-all\s+one wait\s+ratio\s+unit$`, lines[1])
+	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+keep-all\s+one wait\s+no events\s+ratio\s+unit$`, lines[1])
 	require.Contains(t, table.String(), "lifecycle throughput")
 
 	var doc bytes.Buffer
