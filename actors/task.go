@@ -158,7 +158,7 @@ func (t *task) receive(ctx actor.Context) {
 		t.grew.Store(false)
 		t.matchUntils(ctx)
 		if t.rt.nSubscribers.Load() > 0 {
-			n, err := messages.ContainValue("output", func() (int64, error) { return t.hooks.Output.Written(), nil })
+			n, err := messages.ContainValue("output", func() (int64, error) { return t.stream().Written(), nil })
 			if err == nil {
 				ctx.Send(t.rt.registry, &taskOutput{snap: t.snap, bytes: n})
 			}
@@ -394,20 +394,14 @@ func (t *task) liveWaiters() int {
 }
 
 func (t *task) read(ctx actor.Context) {
-	var out string
-	if t.streams() {
-		if !t.rt.alive(ctx.Sender()) {
-			return // nobody would receive the delta: do not consume it
-		}
-		var err error
-		out, err = t.consume()
-		if err != nil {
-			t.rt.log.Error("taskrt: ReadOutput panicked", "task", t.snap.ID, "err", err)
-			ctx.Respond(&messages.ReadReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
-			return
-		}
-	} else if t.phase == phaseSettled {
-		out = t.output
+	if !t.rt.alive(ctx.Sender()) {
+		return // nobody would receive a consuming read's delta: do not consume it
+	}
+	out, err := t.consume()
+	if err != nil {
+		t.rt.log.Error("taskrt: reading the output panicked", "task", t.snap.ID, "err", err)
+		ctx.Respond(&messages.ReadReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
+		return
 	}
 	if t.phase == phaseSettled {
 		t.report(ctx)
@@ -562,13 +556,34 @@ func (t *task) failQueuedInputs(ctx actor.Context) {
 // streams reports whether the task is a stream kind (consuming delta reads).
 func (t *task) streams() bool { return t.hooks.Output != nil || t.hooks.ReadOutput != nil }
 
-// consume is a consuming read of the producer's output: Output.Read, or ReadOutput.
+// stream is the output stream that reads up to a pattern, observer reads and output
+// events use: a stream kind's Output, or a final-output kind's Progress.
+func (t *task) stream() messages.Output {
+	if t.hooks.Output != nil {
+		return t.hooks.Output
+	}
+	if !t.streams() {
+		return t.hooks.Progress
+	}
+	return nil
+}
+
+// consume is a read of the task's output: a consuming Output.Read or ReadOutput for a
+// stream kind, a consuming Progress.Read for a running final-output kind with
+// progress, and a settled final-output kind's answer (idempotent).
 func (t *task) consume() (string, error) {
 	return messages.ContainValue("read output", func() (string, error) {
-		if t.hooks.Output != nil {
+		switch {
+		case t.hooks.Output != nil:
 			return t.hooks.Output.Read(), nil
+		case t.hooks.ReadOutput != nil:
+			return t.hooks.ReadOutput(), nil
+		case t.hooks.Progress != nil && t.phase != phaseSettled:
+			return t.hooks.Progress.Read(), nil
+		case t.phase == phaseSettled:
+			return t.output, nil // a final-output kind's answer, idempotently
 		}
-		return t.hooks.ReadOutput(), nil
+		return "", nil
 	})
 }
 
@@ -592,12 +607,13 @@ type untilWaiter struct {
 
 // watchOutput asks the producer's output stream to tell the task when it grows.
 func (t *task) watchOutput() {
-	if t.hooks.Output == nil {
+	out := t.stream()
+	if out == nil {
 		return
 	}
 	self, rt, grew := t.self, t.rt, &t.grew
 	err := messages.Contain("output", func() error {
-		t.hooks.Output.OnGrow(func() {
+		out.OnGrow(func() {
 			if grew.CompareAndSwap(false, true) {
 				rt.send(self, &outputGrew{})
 			}
@@ -611,7 +627,7 @@ func (t *task) watchOutput() {
 
 func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
 	reply := func(err error) { ctx.Respond(&messages.ReadUntilReply{Err: err}) }
-	if t.hooks.Output == nil {
+	if t.stream() == nil {
 		reply(fmt.Errorf("%w: %s (%s) gives no output to match", messages.ErrNoOutputStream, t.snap.ID, t.snap.Kind))
 		return
 	}
@@ -642,7 +658,7 @@ func (t *task) matchUntils(ctx actor.Context) {
 		var out, match string
 		var ok bool
 		err := messages.Contain("read output", func() error {
-			out, match, ok = t.hooks.Output.ReadMatch(w.re)
+			out, match, ok = t.stream().ReadMatch(w.re)
 			return nil
 		})
 		if err == nil && !ok {
@@ -718,7 +734,7 @@ const (
 )
 
 func (t *task) peek(ctx actor.Context, m *messages.PeekTask) {
-	if t.hooks.Output == nil {
+	if t.stream() == nil {
 		ctx.Respond(&messages.PeekReply{Err: fmt.Errorf("%w: %s (%s) gives no output to observe", messages.ErrNoOutputStream, t.snap.ID, t.snap.Kind)})
 		return
 	}
@@ -728,7 +744,7 @@ func (t *task) peek(ctx actor.Context, m *messages.PeekTask) {
 	}
 	r := messages.PeekResult{Snapshot: t.snap}
 	err := messages.Contain("peek output", func() error {
-		r.Data, r.Next, r.Missed = t.hooks.Output.Peek(m.Offset, min(n, maxPeek))
+		r.Data, r.Next, r.Missed = t.stream().Peek(m.Offset, min(n, maxPeek))
 		return nil
 	})
 	if err != nil {

@@ -168,3 +168,32 @@ func TestPeek(t *testing.T) {
 		assert.True(t, p.Snapshot.Evicted)
 	})
 }
+
+// A final-output kind with a progress stream (a sub-agent): while it runs, a read
+// shows the progress since the previous read; once settled, the final answer,
+// idempotently. Peek and ReadUntil use the progress.
+func TestProgressOfAFinalOutputKind(t *testing.T) {
+	rt := newRT(t)
+	f := newFake()
+	progress := f.WithProgress()
+	id := start(t, rt, f.spec("subagent", "", false))
+	progress.WriteString("→ bash {\"command\":\"go test ./...\"}\n")
+	r, err := rt.Tasks().Read(bg, id, "")
+	require.NoError(t, err)
+	assert.Equal(t, "→ bash {\"command\":\"go test ./...\"}\n", r.Output)
+	progress.WriteString("← bash ok\nsays: the tests pass\n")
+	u, err := rt.Tasks().ReadUntil(bg, id, "", "^← bash", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, messages.UntilMatched, u.Reason)
+	assert.Equal(t, "← bash ok\n", u.Output)
+	p, err := rt.Tasks().Peek(bg, id, "", 0, 1024)
+	require.NoError(t, err)
+	assert.Contains(t, string(p.Data), "says: the tests pass")
+	f.Finish(messages.Outcome{Status: messages.Completed, Output: "The tests pass."})
+	settleWait(t, rt, id, "")
+	for range 2 {
+		r, err = rt.Tasks().Read(bg, id, "")
+		require.NoError(t, err)
+		assert.Equal(t, "The tests pass.", r.Output, "the final answer, idempotently")
+	}
+}

@@ -72,6 +72,13 @@ type Hooks struct {
 	// that never move the model's cursor, and output events. It takes precedence over
 	// ReadOutput. Optional.
 	Output Output
+	// Progress, when set on a final-output kind (no Output, no ReadOutput), is where
+	// the work reports how it is going — a sub-agent's tool calls and its answer so far.
+	// While the task runs, a read returns the progress since the previous read (a
+	// consuming delta, so task_output shows where the work is); once it settled, a read
+	// returns Outcome.Output, idempotently, as for any final-output kind. Observer
+	// reads, reads up to a pattern and output events use it. Optional.
+	Progress Output
 	// Input, when set, makes the task interactive: it writes data to the work's
 	// input (a process's stdin) and, with eof, closes it afterwards. The runtime calls
 	// it off every mailbox, one call at a time per task and in the order the inputs

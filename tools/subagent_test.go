@@ -213,7 +213,12 @@ func TestSubagentBackground(t *testing.T) {
 		if r != want {
 			t.Fatalf("got %+v, want %+v", r, want)
 		}
-		if got := e.l.launches[0]; got != (subagent.Request{Parent: "a1", Child: "a1/sub-1", Brief: subagent.Brief{Description: "find it", Prompt: "look", Model: "m"}}) {
+		got := e.l.launches[0]
+		if got.Progress == nil {
+			t.Error("a background launch gets a progress writer")
+		}
+		got.Progress = nil
+		if got != (subagent.Request{Parent: "a1", Child: "a1/sub-1", Brief: subagent.Brief{Description: "find it", Prompt: "look", Model: "m"}}) {
 			t.Errorf("launch = %+v", got)
 		}
 		if r := e.call(ctx, "task_output", `{"task_id":"subagent-1"}`); r.Text != "[status: running]" {

@@ -30,6 +30,7 @@ type Task struct {
 	hold      bool
 	input     bool           // Hooks include Input
 	buf       *output.Buffer // when set, Hooks include it as Output and Emit writes to it
+	progress  *output.Buffer // when set, Hooks include it as Progress (a final-output kind)
 	gate      chan struct{}  // when set, Input blocks until it is closed or the work settles
 	settled   chan struct{}  // closed when an outcome is delivered
 	once      sync.Once
@@ -64,6 +65,15 @@ func (t *Task) Buffered(opts ...output.Option) *output.Buffer {
 	defer t.mu.Unlock()
 	t.buf = output.New(opts...)
 	return t.buf
+}
+
+// WithProgress gives a final-output task (New(false)) a progress stream
+// (Hooks.Progress) and returns it: write to it to report how the work is going.
+func (t *Task) WithProgress() *output.Buffer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.progress = output.New()
+	return t.progress
 }
 
 // Interactive gives the task an Input hook: every write is sent to Inputs. Call it
@@ -136,8 +146,12 @@ func (t *Task) Hooks() messages.Hooks {
 	if t.input {
 		h.Input = t.write
 	}
-	buf := t.buf
+	buf, progress := t.buf, t.progress
 	t.mu.Unlock()
+	if progress != nil {
+		h.Progress = progress
+		h.Release = func() { progress.Release(); t.relOnce.Do(func() { close(t.Released) }) }
+	}
 	if buf != nil {
 		h.Output = buf
 		h.Release = func() { buf.Release(); t.relOnce.Do(func() { close(t.Released) }) }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // Kind is the task kind (and id prefix) of sub-agent tasks: "subagent-1".
@@ -48,6 +50,11 @@ type Request struct {
 	// ("sub-N" without a parent). N counts up once per Producer.
 	Child messages.AgentID
 	Brief
+	// Progress, when not nil (background runs), is where the Launcher reports how the
+	// run is going, as lines of text: the child's tool calls and results, its answer
+	// so far. task_output on the running sub-agent shows them. Writes must not block
+	// for long (the producer's buffer never blocks).
+	Progress io.Writer
 }
 
 // Result is how a child run ended.
@@ -114,20 +121,29 @@ func (p *Producer) Spec(owner messages.AgentID, b Brief) messages.Spec {
 
 // Start launches a child run for owner and returns the task hooks: Cancel aborts the
 // run, and Done (buffered, capacity 1) delivers the mapped Outcome once the run ended
-// and the child agent was disposed. ReadOutput is nil: a sub-agent is a final-output
-// kind. Spec's Run calls Start; embedders that drive hooks themselves may too.
+// and the child agent was disposed. A sub-agent is a final-output kind (its answer is
+// Outcome.Output) with a progress stream: the Launcher reports the run's progress to
+// Request.Progress, and a read of the running task shows it. Spec's Run calls Start;
+// embedders that drive hooks themselves may too.
 func (p *Producer) Start(ctx context.Context, owner messages.AgentID, b Brief) (messages.Hooks, error) {
-	run, err := p.launch(ctx, owner, b)
+	progress := output.New(output.WithoutSpill())
+	run, err := p.launch(ctx, owner, b, progress)
 	if err != nil {
 		return messages.Hooks{}, err
 	}
 	done := make(chan messages.Outcome, 1)
 	// This goroutine is owned by the task: the runtime awaits Done, and Done is sent
 	// only when the goroutine is about to return.
-	go func() { done <- settle(run) }()
+	go func() {
+		o := settle(run)
+		_ = progress.Close()
+		done <- o
+	}()
 	return messages.Hooks{
-		Cancel: func(reason string) error { return cancelRun(run, reason) },
-		Done:   done,
+		Cancel:   func(reason string) error { return cancelRun(run, reason) },
+		Done:     done,
+		Progress: progress,
+		Release:  progress.Release,
 	}, nil
 }
 
@@ -139,7 +155,7 @@ func (p *Producer) Run(ctx context.Context, owner messages.AgentID, b Brief) (me
 	if err := ctx.Err(); err != nil {
 		return messages.Outcome{}, fmt.Errorf("sub-agent not started: %w", err)
 	}
-	run, err := p.launch(ctx, owner, b)
+	run, err := p.launch(ctx, owner, b, nil)
 	if err != nil {
 		return messages.Outcome{}, err
 	}
@@ -155,7 +171,7 @@ func (p *Producer) Run(ctx context.Context, owner messages.AgentID, b Brief) (me
 }
 
 // launch validates the brief, names the child and hands it to the Launcher.
-func (p *Producer) launch(ctx context.Context, owner messages.AgentID, b Brief) (run Run, err error) {
+func (p *Producer) launch(ctx context.Context, owner messages.AgentID, b Brief, progress *output.Buffer) (run Run, err error) {
 	if p == nil || p.launcher == nil {
 		return nil, errors.New("sub-agent producer has no launcher")
 	}
@@ -166,6 +182,9 @@ func (p *Producer) launch(ctx context.Context, owner messages.AgentID, b Brief) 
 		return nil, errors.New("sub-agent prompt is empty")
 	}
 	req := Request{Parent: owner, Child: p.childID(owner), Brief: b}
+	if progress != nil {
+		req.Progress = progress
+	}
 	run, err = messages.ContainValue("launcher", func() (Run, error) { return p.launcher.Launch(ctx, req) })
 	if err != nil {
 		return nil, fmt.Errorf("launch sub-agent %s: %w", req.Child, err)

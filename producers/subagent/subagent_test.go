@@ -3,6 +3,7 @@ package subagent_test
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"testing"
 
@@ -173,7 +174,12 @@ func TestStartDoneAwaitsResultAndDisposal(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if got, want := l.reqs[0], (subagent.Request{Parent: "a1", Child: "a1/sub-1", Brief: subagent.Brief{Description: "d", Prompt: "p", Model: "m"}}); got != want {
+	got := l.reqs[0]
+	if got.Progress == nil {
+		t.Error("a background launch gets a progress writer")
+	}
+	got.Progress = nil
+	if want := (subagent.Request{Parent: "a1", Child: "a1/sub-1", Brief: subagent.Brief{Description: "d", Prompt: "p", Model: "m"}}); got != want {
 		t.Errorf("request = %+v, want %+v", got, want)
 	}
 }
@@ -319,4 +325,38 @@ func TestForegroundRun(t *testing.T) {
 			t.Error("the child was launched")
 		}
 	})
+}
+
+// A background run reports its progress through Request.Progress; the hooks hand it to
+// the runtime as the task's progress stream (a final-output kind's), released with the
+// task.
+func TestStartHandsTheRunsProgressToTheRuntime(t *testing.T) {
+	l := &fakeLauncher{}
+	p := subagent.New(l)
+	h, err := p.Start(context.Background(), "a1", subagent.Brief{Description: "d", Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Progress == nil || h.ReadOutput != nil || h.Output != nil {
+		t.Fatalf("hooks: Progress %v, ReadOutput set %v, Output %v; want a final-output kind with progress", h.Progress, h.ReadOutput != nil, h.Output)
+	}
+	l.mu.Lock()
+	progress := l.reqs[0].Progress
+	l.mu.Unlock()
+	if progress == nil {
+		t.Fatal("the launch got no progress writer")
+	}
+	if _, err := io.WriteString(progress, "→ bash {\"command\":\"ls\"}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.Progress.Read(), "→ bash {\"command\":\"ls\"}\n"; got != want {
+		t.Errorf("progress read %q, want %q", got, want)
+	}
+	run := l.run(0)
+	run.finish(subagent.Result{Stop: subagent.StopCompleted, Output: "done"})
+	close(run.disposed)
+	if o := <-h.Done; o.Output != "done" {
+		t.Errorf("outcome %+v", o)
+	}
+	h.Release()
 }
