@@ -604,6 +604,11 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	r.rt.nRetained.Add(1)
 	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: m.snap.Owner, Task: m.snap})
 	r.rt.metrics.taskSettled(m.snap)
+	if m.snap.Owner != "" && m.snap.Reported {
+		// Reported at settlement (a kill, a pending wait, teardown): no notice.
+		e.notified = true
+		r.rt.metrics.notice("suppressed")
+	}
 	// Listeners are silent from the moment Close begins.
 	if r.phase == runtimeOpen && !r.rt.closing.Load() {
 		for _, pid := range r.listeners {
