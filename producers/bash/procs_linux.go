@@ -100,8 +100,10 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 // procInfo is what /proc/PID/stat says about a process.
 type procInfo struct {
 	pid, ppid, pgrp, sid int
+	tid                  int  // for a thread read through /proc/PID/task: its id; else 0
 	state                byte // R, S, D, Z, T, t, X, I, …
-	zombie               bool
+	threads              int  // threads of the process
+	zombie               bool // the process is dead: its leader is a zombie and no other thread lives
 	kthread              bool
 	start                uint64 // start time in clock ticks after boot; with pid, an identity
 	envStart, envEnd     uint64 // where the environment lies in its memory; 0 when not shown
@@ -180,7 +182,6 @@ func parseStat(b []byte) (procInfo, bool) {
 	}
 	p.pid = int(pid)
 	p.state = b[closing+2]
-	p.zombie = p.state == 'Z' || p.state == 'X'
 	rest := b[closing+2:]
 	parsed := false
 	const pfKthread = 0x00200000 // PF_KTHREAD in the flags field
@@ -193,7 +194,7 @@ func parseStat(b []byte) (procInfo, bool) {
 		}
 		var v uint64
 		switch field {
-		case 4, 5, 6, 9, 22, 50, 51:
+		case 4, 5, 6, 9, 20, 22, 50, 51:
 			if v, ok = atou(tok); !ok {
 				return p, false
 			}
@@ -207,6 +208,8 @@ func parseStat(b []byte) (procInfo, bool) {
 			p.sid = int(v)
 		case 9:
 			p.kthread = v&pfKthread != 0
+		case 20:
+			p.threads = int(v)
 		case 22:
 			p.start, parsed = v, true
 		case 50:
@@ -215,6 +218,10 @@ func parseStat(b []byte) (procInfo, bool) {
 			p.envEnd = v
 		}
 	}
+	// A leader thread that exited while other threads live shows as a zombie: the
+	// process lives on (for a moment, while a non-leader thread execs, or for good,
+	// when the main thread called pthread_exit). A dead process counts one thread.
+	p.zombie = (p.state == 'Z' || p.state == 'X') && p.threads <= 1
 	return p, parsed
 }
 
@@ -257,21 +264,111 @@ func readAt(dirfd int, path string, buf []byte) ([]byte, bool) {
 // Taking such a process for one whose environment is really empty (`env -i`) lost
 // escapes under load (issue 12). An empty environment is therefore believed only
 // when the same stat snapshot shows the process sleeping or stopped (S, T, t): a
-// process inside execve is running or in uninterruptible wait (R, D). A process
-// that vanished or that this user may not inspect has no marker this producer could
-// act on: sure is true.
+// process inside execve is running or in uninterruptible wait (R, D).
+//
+// The environment is read in one read(2): the kernel holds the memory map for the
+// whole call, so the text comes from one program image. Several reads could
+// straddle an execve, and the old image's environment then ends early, without the
+// marker (which this producer puts last).
+//
+// A multi-threaded process whose leader thread has exited (its other threads
+// execve, or its main thread called pthread_exit) shows the leader as a zombie
+// with no environment: it is read through a live thread.
+//
+// A process that vanished or that this user may not inspect has no marker this
+// producer could act on: sure is true.
 func markerOf(p procInfo) (marker string, sure bool) {
+	dir := "/proc/" + strconv.Itoa(p.pid)
+	thread := p.tid != 0
+	if thread {
+		dir += "/task/" + strconv.Itoa(p.tid)
+	} else if p.state == 'Z' || p.state == 'X' {
+		// Threads come and go here (an execve kills all but one): whatever goes
+		// wrong with a thread means "look again", never "no marker".
+		t, ok := liveThread(p.pid)
+		if !ok {
+			return "", false
+		}
+		return markerOf(t)
+	}
 	if p.envStart != 0 && p.envStart == p.envEnd && settledState(p.state) {
 		return "", true
 	}
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/environ")
-	if err != nil {
+	size := 64 << 10
+	if p.envEnd > p.envStart {
+		size = int(p.envEnd-p.envStart) + 1
+	}
+	for {
+		env, err := readOnce(dir+"/environ", size)
+		switch {
+		case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+			return "", true // not this user's to inspect: not a process it could act on
+		case err != nil:
+			// ESRCH while the process lives: its leader thread has left its memory
+			// map (an execve by another thread, or an exit under way). A vanished
+			// thread says nothing about its process either.
+			if now, ok := readStat(p.pid); ok && now.start == p.start && !now.zombie {
+				return "", false
+			}
+			return "", !thread
+		case len(env) == 0:
+			return "", false // an execve under way, or a running env -i process: look again
+		case len(env) == size:
+			size *= 2 // larger than the stat snapshot said: a new image; read it whole
+			continue
+		}
+		if m := findMarker(env); m != "" {
+			return m, true
+		}
+		if p.envEnd > p.envStart && uint64(len(env)) != p.envEnd-p.envStart {
+			return "", false // not the image stat described: an execve under way
+		}
 		return "", true
 	}
-	if len(env) == 0 {
-		return "", false // an execve under way, or a running env -i process: look again
+}
+
+// liveThread returns the stat of a thread of pid other than its leader.
+func liveThread(pid int) (procInfo, bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return procInfo{}, false
 	}
-	return findMarker(env), true
+	for _, e := range tids {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || tid == pid {
+			continue
+		}
+		b, ok := readAt(unix.AT_FDCWD, dir+"/"+e.Name()+"/stat", make([]byte, 1024))
+		if !ok {
+			continue
+		}
+		if t, ok := parseStat(b); ok && t.state != 'Z' && t.state != 'X' {
+			t.pid, t.tid = pid, tid // the thread's own stat line names the thread
+			return t, true
+		}
+	}
+	return procInfo{}, false
+}
+
+// readOnce reads up to size bytes of path in a single read(2).
+func readOnce(path string, size int) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, size)
+	for {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return buf[:n], nil
+	}
 }
 
 // settledState reports whether a process in this state cannot be inside execve.
