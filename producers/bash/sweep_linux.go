@@ -27,6 +27,14 @@ const sweepTimeout = 10 * time.Second
 // this long, or for a busy process whose environment is really empty.
 const maxUnsure = 2 * time.Second
 
+// testHookBeforeScan, when set (by tests, while no sweep runs), is called by the
+// loop before each scan with the number of sweeps the round may serve.
+var testHookBeforeScan func(sweeps int)
+
+// testHookQueued, when set (by tests, while no sweep runs), is called after a
+// sweep joined the queue.
+var testHookQueued func()
+
 // sweeps is this process's sweeper.
 var sweeps sweeper
 
@@ -120,6 +128,9 @@ func (s *sweeper) run(leader int, marker string, subreaper bool, log *slog.Logge
 		}
 	}
 	s.mu.Unlock()
+	if testHookQueued != nil {
+		testHookQueued()
+	}
 	r := <-sw.done
 	return r.killed, r.err
 }
@@ -157,6 +168,9 @@ func (s *sweeper) loop() {
 			continue
 		}
 
+		if testHookBeforeScan != nil {
+			testHookBeforeScan(len(active))
+		}
 		s.mu.Lock()
 		leaders := maps.Clone(s.leaders)
 		s.mu.Unlock()
