@@ -622,8 +622,8 @@ func (c *taskCgroup) kill(int) error {
 }
 
 // settle runs once the leader has exited: when processes are left, it counts and
-// kills them and waits for "populated 0". Then it reaps the task's orphans that
-// were re-parented to this process, if this process receives orphans at all.
+// kills them and waits for "populated 0". Then, if this process receives orphans
+// at all, it reaps the task's zombies that became its children (see reaper).
 func (c *taskCgroup) settle(leader int) (int, error) {
 	leftovers := 0
 	var err error
@@ -639,65 +639,21 @@ func (c *taskCgroup) settle(leader int) (int, error) {
 		}
 	}
 	if receivesOrphans() {
-		c.reapOrphans(leader)
+		err = errors.Join(err, reaps.run(c.tree.cgroupLine(c.dir)+"\n"))
 	}
 	return leftovers, err
 }
 
-// reapOrphans reaps the zombie children of this process that belonged to the task:
-// processes of the task orphaned while this process is a subreaper (because a
-// sweep-mode Producer made it one) or init. It reads only this process's own
-// children, not the machine's processes, and identifies a zombie by the cgroup it
-// died in, which /proc/PID/cgroup keeps showing.
-func (c *taskCgroup) reapOrphans(leader int) {
-	want := c.cgroupLine()
-	for _, pid := range ownChildren() {
-		if pid == leader {
-			continue
-		}
-		p, ok := readStat(pid)
-		if !ok || !p.zombie || p.ppid != selfPid {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-		if err != nil || !bytes.Contains(b, []byte(want)) {
-			continue
-		}
-		reapOrphan(p)
-	}
-}
-
-// cgroupLine is how /proc/PID/cgroup names the task's cgroup: "0::/path\n", the
-// path within the hierarchy as this process's cgroup namespace sees it, which is
-// also how mountinfo gives the mount's root.
-func (c *taskCgroup) cgroupLine() string {
-	for _, m := range c.tree.lay.v2mounts {
-		if rel, err := filepath.Rel(m.point, c.dir); err == nil && !strings.HasPrefix(rel, "..") {
-			return "0::" + filepath.Join(m.root, rel) + "\n"
+// cgroupLine is how /proc/PID/cgroup names the cgroup v2 directory dir, without
+// the line's end: "0::/path", the path within the hierarchy as this process's
+// cgroup namespace sees it, which is also how mountinfo gives a mount's root.
+func (t *cgroupTree) cgroupLine(dir string) string {
+	for _, m := range t.lay.v2mounts {
+		if rel, err := filepath.Rel(m.point, dir); err == nil && !strings.HasPrefix(rel, "..") {
+			return "0::" + filepath.Join(m.root, rel)
 		}
 	}
 	return "\x00" // not under a known mount: matches nothing
-}
-
-// ownChildren lists the children of every thread of this process.
-func ownChildren() []int {
-	threads, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, th := range threads {
-		b, err := os.ReadFile("/proc/self/task/" + th.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
 }
 
 // limitHits reads what the kernel recorded about the task's limits.

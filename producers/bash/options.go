@@ -151,9 +151,10 @@ func WithShell(path string) Option {
 	})
 }
 
-// WithoutSubreaper keeps New from making this process a child subreaper in sweep
-// mode (see the package documentation). Escaped orphans then go to init, and every
-// sweep reads the environment of every process on the machine to find them.
+// WithoutSubreaper keeps New from making this process a child subreaper (see the
+// package documentation). The orphans of tasks then go to init, which reaps their
+// zombies when it will; in sweep mode every sweep also reads the environment of
+// every process on the machine to find escaped orphans.
 func WithoutSubreaper() Option {
 	return optionFunc(func(c *config) { c.subreaper = false })
 }

@@ -61,8 +61,13 @@ var producers atomic.Uint64
 //     creates this process's cgroup directory (once per process) and removes the
 //     cgroups left behind by processes that died without cleaning up, killing
 //     whatever still ran in them;
-//   - sweep mode otherwise: New then makes this whole process a child subreaper
-//     (prctl(PR_SET_CHILD_SUBREAPER)), unless WithoutSubreaper is given.
+//   - sweep mode otherwise.
+//
+// In both modes New also makes this whole process a child subreaper
+// (prctl(PR_SET_CHILD_SUBREAPER)), unless WithoutSubreaper is given: the orphans
+// of a task then come to this process, which reaps them before Done settles, so
+// that not even a zombie of a task outlives it, whatever init does (see the
+// package documentation for the process-wide effect).
 func New(opts ...Option) *Producer {
 	cfg := defaultConfig()
 	for _, opt := range opts {
@@ -91,7 +96,7 @@ func (p *Producer) chooseContainment() {
 	} else {
 		p.mode, p.detail = SweepContainment, "no usable cgroup v2 hierarchy: "+err.Error()
 	}
-	if p.mode == SweepContainment && p.cfg.subreaper && supported() == nil {
+	if p.cfg.subreaper && supported() == nil {
 		if err := enableSubreaper(); err != nil {
 			log.Warn("bash: cannot become a child subreaper; orphans go to init", "err", err)
 		}

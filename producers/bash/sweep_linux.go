@@ -5,7 +5,6 @@ package bash
 import (
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync"
 	"time"
 )
@@ -41,11 +40,10 @@ var sweeps sweeper
 // sweeper serves sweeps in rounds. Its loop goroutine runs while sweeps are pending
 // and exits when none is; a Start after that starts a new one.
 type sweeper struct {
-	mu      sync.Mutex     // protects queue and running
-	queue   []*sweep       // waiting for their first round
-	running bool           // the loop goroutine is running
-	wake    chan struct{}  // buffered 1; tells a waiting loop that queue grew
-	leaders map[int]string // pid → marker of the unreaped leaders of sweep-mode tasks
+	mu      sync.Mutex    // protects queue and running
+	queue   []*sweep      // waiting for their first round
+	running bool          // the loop goroutine is running
+	wake    chan struct{} // buffered 1; tells a waiting loop that queue grew
 	// rounds counts scans, for tests and benchmarks.
 	rounds, served int64
 }
@@ -74,27 +72,6 @@ type procIdentity struct {
 type sweepResult struct {
 	killed int
 	err    error
-}
-
-// addLeader records a live leader, so that rounds know its marker without reading
-// its environment. Its pid cannot be reused until removeLeader: this process reaps
-// it only after that.
-func (s *sweeper) addLeader(pid int, marker string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.leaders == nil {
-		s.leaders = map[int]string{}
-	}
-	s.leaders[pid] = marker
-}
-
-// removeLeader forgets a leader before it is reaped.
-func (s *sweeper) removeLeader(pid int, marker string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.leaders[pid] == marker {
-		delete(s.leaders, pid)
-	}
 }
 
 // run sweeps the task whose leader (pid) has exited and returns how many live
@@ -171,14 +148,12 @@ func (s *sweeper) loop() {
 		if testHookBeforeScan != nil {
 			testHookBeforeScan(len(active))
 		}
-		s.mu.Lock()
-		leaders := maps.Clone(s.leaders)
-		s.mu.Unlock()
+		live := leaders.snapshot()
 		procs, err := scanProcs()
 		s.mu.Lock()
 		s.rounds++
 		s.mu.Unlock()
-		snap := newSnapshot(procs, leaders)
+		snap := newSnapshot(procs, live)
 		now = time.Now()
 		kept := active[:0]
 		for _, sw := range active {

@@ -80,7 +80,6 @@ func (j *sweepJail) limitHits() limitHits       { return limitHits{} }
 func (j *sweepJail) release() error             { return nil }
 
 func (j *sweepJail) settle(leader int) (int, error) {
-	defer sweeps.removeLeader(leader, j.marker)
 	return sweeps.run(leader, j.marker, j.subreaper, j.log)
 }
 
@@ -184,9 +183,8 @@ func (p *Producer) start(c Command) (*task, error) {
 	}
 	if cg != nil {
 		cg.closeFD()
-	} else {
-		sweeps.addLeader(cmd.Process.Pid, marker)
 	}
+	leaders.add(cmd.Process.Pid, marker)
 	t := &task{
 		cfg:       p.cfg,
 		log:       log.With("pid", cmd.Process.Pid),
@@ -373,6 +371,7 @@ func (t *task) signal(pr *progress, sig syscall.Signal) {
 func (t *task) reapLeader(pr *progress) (*os.ProcessState, error) {
 	err := t.cmd.Wait()
 	pr.reaped = true
+	leaders.remove(t.pid, t.marker)
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		return nil, fmt.Errorf("reaping the shell: %w", err)

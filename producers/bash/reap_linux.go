@@ -1,0 +1,172 @@
+//go:build linux
+
+package bash
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Cgroup mode's zombies. When this process receives orphans (it is a child
+// subreaper, or init), the processes a task left behind become its children when
+// their parents die, and their zombies must be reaped here. They are recognised by
+// the cgroup they died in, which /proc/PID/cgroup keeps showing. A task has settled
+// only when no child of this process is in its cgroup: not a zombie (reaped), and
+// not a process between leaving the cgroup and becoming a zombie (waited for: its
+// own orphans become this process's children before it turns into a zombie).
+//
+// Like the sweeper, the reaper runs in rounds shared by every task settling at the
+// same moment; a round reads this process's children only, never the machine's
+// processes, and skips the leaders of running tasks.
+
+var reaps reaper
+
+type reaper struct {
+	mu      sync.Mutex    // protects queue, running, wake
+	queue   []*reapReq    // waiting for their first round
+	running bool          // the loop goroutine is running
+	wake    chan struct{} // buffered 1
+}
+
+type reapReq struct {
+	line     string // the task's cgroup as /proc/PID/cgroup shows it: "0::/…/task-1-2\n"
+	deadline time.Time
+	done     chan error // buffered 1
+}
+
+// run returns once no child of this process is in the cgroup named by line.
+func (r *reaper) run(line string) error {
+	req := &reapReq{line: line, deadline: time.Now().Add(sweepTimeout), done: make(chan error, 1)}
+	r.mu.Lock()
+	if r.wake == nil {
+		r.wake = make(chan struct{}, 1)
+	}
+	r.queue = append(r.queue, req)
+	if !r.running {
+		r.running = true
+		go r.loop()
+	} else {
+		notify(r.wake)
+	}
+	r.mu.Unlock()
+	return <-req.done
+}
+
+func (r *reaper) loop() {
+	var active []*reapReq
+	for {
+		r.mu.Lock()
+		active = append(active, r.queue...)
+		r.queue = nil
+		if len(active) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+
+		var busy map[string]bool
+		if err := contain(func() error { busy = r.round(active); return nil }); err != nil {
+			for _, req := range active {
+				req.done <- fmt.Errorf("reaping orphans: %w", err)
+			}
+			active = nil
+			continue
+		}
+		now := time.Now()
+		kept := active[:0]
+		for _, req := range active {
+			switch {
+			case !busy[req.line]:
+				req.done <- nil
+			case now.After(req.deadline):
+				req.done <- fmt.Errorf("processes of the task still exiting after %s", sweepTimeout)
+			default:
+				kept = append(kept, req)
+			}
+		}
+		clear(active[len(kept):])
+		active = kept
+		if len(active) > 0 {
+			timer := time.NewTimer(time.Millisecond) // a process is between its cgroup exit and its zombie state
+			select {
+			case <-timer.C:
+			case <-r.wake:
+				timer.Stop()
+			}
+		}
+	}
+}
+
+// round reaps every zombie child of this process that died in the cgroup of an
+// active request, and returns the requests' cgroups that still hold a child of
+// this process that is not a zombie yet. Only the settling tasks' cgroups are
+// touched: a task that has just started may have a leader that is already a
+// zombie and not yet registered, which only os/exec may reap.
+func (r *reaper) round(active []*reapReq) map[string]bool {
+	settling := map[string]bool{}
+	for _, req := range active {
+		settling[req.line] = true
+	}
+	live := leaders.snapshot()
+	busy := map[string]bool{}
+	for _, pid := range ownChildren() {
+		if _, leader := live[pid]; leader {
+			continue
+		}
+		p, ok := readStat(pid)
+		if !ok {
+			continue
+		}
+		line := cgroupOf(pid)
+		switch {
+		case !settling[line]:
+		case p.zombie && p.ppid == selfPid:
+			reapOrphan(p)
+		default:
+			busy[line] = true
+		}
+	}
+	return busy
+}
+
+// cgroupOf returns the cgroup v2 line of /proc/PID/cgroup ("0::/path\n"), "" when
+// unreadable.
+func cgroupOf(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if bytes.HasPrefix(line, []byte("0::")) {
+			return string(line)
+		}
+	}
+	return ""
+}
+
+// ownChildren lists the children of every thread of this process.
+func ownChildren() []int {
+	threads, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, th := range threads {
+		b, err := os.ReadFile("/proc/self/task/" + th.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
