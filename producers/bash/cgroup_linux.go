@@ -314,6 +314,10 @@ func killV1(dir string) error {
 // removeTree removes a cgroup directory and its descendants, deepest first (a
 // cgroup directory holds files that cannot be unlinked, so os.RemoveAll cannot).
 func removeTree(dir string) error {
+	err := os.Remove(dir)
+	if err == nil || errors.Is(err, os.ErrNotExist) {
+		return nil // the usual case: no nested cgroup
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

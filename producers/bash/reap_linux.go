@@ -39,20 +39,38 @@ type reapReq struct {
 	done     chan error // buffered 1
 }
 
-// run returns once no child of this process is in the cgroup named by line.
+// run returns once no child of this process is in the cgroup named by line. When no
+// round is under way, the first round runs in the caller: a task that settles
+// alone (the usual case) costs one read of this process's children, and no
+// goroutine hand-off.
 func (r *reaper) run(line string) error {
 	req := &reapReq{line: line, deadline: time.Now().Add(sweepTimeout), done: make(chan error, 1)}
 	r.mu.Lock()
 	if r.wake == nil {
 		r.wake = make(chan struct{}, 1)
 	}
-	r.queue = append(r.queue, req)
 	if !r.running {
-		r.running = true
+		r.running = true // no loop starts while the caller runs its round
+		r.mu.Unlock()
+		var busy map[string]bool
+		err := contain(func() error { busy = r.round([]*reapReq{req}); return nil })
+		r.mu.Lock()
+		if err == nil && !busy[line] {
+			if len(r.queue) > 0 {
+				go r.loop() // requests that came meanwhile
+			} else {
+				r.running = false
+			}
+			r.mu.Unlock()
+			return nil
+		}
+		r.queue = append(r.queue, req)
 		go r.loop()
-	} else {
-		notify(r.wake)
+		r.mu.Unlock()
+		return <-req.done
 	}
+	r.queue = append(r.queue, req)
+	notify(r.wake)
 	r.mu.Unlock()
 	return <-req.done
 }
@@ -115,7 +133,7 @@ func (r *reaper) round(active []*reapReq) map[string]bool {
 	}
 	live := leaders.snapshot()
 	busy := map[string]bool{}
-	for _, pid := range ownChildren() {
+	for _, pid := range orphanChildren() {
 		if _, leader := live[pid]; leader {
 			continue
 		}
@@ -150,22 +168,20 @@ func cgroupOf(pid int) string {
 	return ""
 }
 
-// ownChildren lists the children of every thread of this process.
-func ownChildren() []int {
-	threads, err := os.ReadDir("/proc/self/task")
+// orphanChildren lists the children of this process's main thread: the orphans
+// re-parented to this process are there, since the kernel hands them to the first
+// live thread of the subreaper, its leader while it lives (and Go never ends the
+// main thread). Children forked by other threads are listed under those threads;
+// the orphans are all that matter here.
+func orphanChildren() []int {
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(selfPid) + "/children")
 	if err != nil {
 		return nil
 	}
 	var pids []int
-	for _, th := range threads {
-		b, err := os.ReadFile("/proc/self/task/" + th.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				pids = append(pids, pid)
-			}
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
