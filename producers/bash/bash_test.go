@@ -81,6 +81,19 @@ func TestStartFailuresCreateNothing(t *testing.T) {
 	}
 }
 
+// A command has no controlling terminal and its own process group, in both modes:
+// `sudo` or `ssh` asking for a password fail at once instead of reading the
+// harness's terminal.
+func TestCommandsHaveNoTerminalAndTheirOwnProcessGroup(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode Option) {
+		p := newTestProducer(t, mode)
+		h := startTask(t, p, Command{Command: `{ exec 3</dev/tty && echo tty; } 2>/dev/null || echo no tty; [ "$(ps -o pgid= $$)" -eq $$ ] && echo own group`})
+		assert.Equal(t, "exit code: 0", h.awaitDone(t, settleLimit).Detail)
+		assert.Equal(t, "no tty\nown group\n", h.ReadOutput())
+		requireQuiet(t, p)
+	})
+}
+
 func TestWorkingDirectoryAndEnvironment(t *testing.T) {
 	p := newTestProducer(t)
 	dir := t.TempDir()

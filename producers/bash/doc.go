@@ -4,8 +4,10 @@
 //
 // # What it guarantees
 //
-// Each command runs as `/bin/bash -c COMMAND` in a new session (so a new process
-// group), with stdin on /dev/null and stdout and stderr merged into one pipe, in
+// Each command runs as `/bin/bash -c COMMAND` in a new process group, without a
+// controlling terminal (in a new session; in cgroup mode only when this process has
+// a terminal to detach from, since a session costs a scheduler autogroup per
+// command), with stdin on /dev/null and stdout and stderr merged into one pipe, in
 // arrival order. A command of up to MaxCommand (1 MiB) bytes is accepted; one over
 // 64 KiB is handed to the shell on a descriptor rather than as an argument, since
 // the kernel refuses an argument of 128 KiB or more. The output lands in an

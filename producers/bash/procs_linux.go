@@ -49,6 +49,12 @@ func receivesOrphans() bool {
 	return flag != 0
 }
 
+// hasControllingTerminal reports whether this process has a controlling terminal.
+func hasControllingTerminal() bool {
+	p, ok := readStat(selfPid)
+	return !ok || p.tty != 0
+}
+
 // waitExited blocks until the leader pid has exited, without reaping it (WNOWAIT):
 // while it is a zombie its pid, process group id and session id cannot be reused,
 // so signalling the group and matching the session stay safe until os/exec reaps it.
@@ -100,6 +106,7 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 // procInfo is what /proc/PID/stat says about a process.
 type procInfo struct {
 	pid, ppid, pgrp, sid int
+	tty                  int  // the controlling terminal's device number; 0 without one
 	tid                  int  // for a thread read through /proc/PID/task: its id; else 0
 	state                byte // R, S, D, Z, T, t, X, I, …
 	threads              int  // threads of the process
@@ -194,7 +201,7 @@ func parseStat(b []byte) (procInfo, bool) {
 		}
 		var v uint64
 		switch field {
-		case 4, 5, 6, 9, 20, 22, 50, 51:
+		case 4, 5, 6, 7, 9, 20, 22, 50, 51:
 			if v, ok = atou(tok); !ok {
 				return p, false
 			}
@@ -206,6 +213,8 @@ func parseStat(b []byte) (procInfo, bool) {
 			p.pgrp = int(v)
 		case 6:
 			p.sid = int(v)
+		case 7:
+			p.tty = int(v)
 		case 9:
 			p.kthread = v&pfKthread != 0
 		case 20:

@@ -25,8 +25,9 @@ func waitExited(int) error                            { return errors.ErrUnsuppo
 func signalGroup(int, syscall.Signal) error           { return errors.ErrUnsupported }
 func markedPids(func(string) bool) map[int]bool       { return map[int]bool{} }
 func signalName(sig syscall.Signal) string            { return "signal " + strconv.Itoa(int(sig)) }
-func spawn(*exec.Cmd, *taskCgroup) error              { return errors.ErrUnsupported }
+func spawn(*exec.Cmd, *taskCgroup, bool) error        { return errors.ErrUnsupported }
 func scriptFile(string) (*os.File, error)             { return nil, errors.ErrUnsupported }
+func hasControllingTerminal() bool                    { return false }
 func populated(string) int                            { return -1 }
 func waitFor(string, time.Duration, func() bool) bool { return true }
 

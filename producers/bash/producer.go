@@ -49,6 +49,7 @@ type Producer struct {
 	detail   string      // what the mode is, or why it was not the other one
 	tree     *cgroupTree // cgroup mode: where the tasks' cgroups go
 	startErr error       // non-nil: every Start fails with it (forced cgroup mode without cgroups)
+	ctty     bool        // this process had a controlling terminal at New
 }
 
 // producers numbers the Producers of this process, for their marker prefixes.
@@ -78,6 +79,7 @@ func New(opts ...Option) *Producer {
 	n := producers.Add(1)
 	p := &Producer{cfg: cfg, n: n, prefix: fmt.Sprintf("%d.%d.", os.Getpid(), n)}
 	p.chooseContainment()
+	p.ctty = hasControllingTerminal()
 	return p
 }
 

@@ -21,8 +21,9 @@ import (
 // kills the new leader through its parent-death signal.
 var errThreadStuck = errors.New("bash: the spawning thread could not leave the task's cgroup")
 
-// spawn starts cmd as a task's leader: in a new session, with SIGKILL as its
-// parent-death signal, and, with a cgroup, inside it from its first instruction.
+// spawn starts cmd as a task's leader: in a new process group (in a new session
+// too when newSession is set), with SIGKILL as its parent-death signal, and, with
+// a cgroup, inside it from its first instruction.
 //
 // The parent-death signal fires when the thread that forked the leader ends, not the
 // process, so the fork runs on a goroutine of its own that locks its OS thread for
@@ -33,8 +34,8 @@ var errThreadStuck = errors.New("bash: the spawning thread could not leave the t
 // Limits placed in cgroup v1 need the leader in v1 cgroups too, before it can fork:
 // membership there is per thread and inherited by a fork, so the locked thread
 // enters the task's v1 cgroups, forks, and leaves them.
-func spawn(cmd *exec.Cmd, cg *taskCgroup) error {
-	attr := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+func spawn(cmd *exec.Cmd, cg *taskCgroup, newSession bool) error {
+	attr := &syscall.SysProcAttr{Setsid: newSession, Setpgid: !newSession, Pdeathsig: syscall.SIGKILL}
 	if cg != nil {
 		attr.UseCgroupFD = true
 		attr.CgroupFD = cg.fd

@@ -163,7 +163,11 @@ func (p *Producer) start(c Command) (*task, error) {
 	if script != nil {
 		cmd.ExtraFiles = []*os.File{script} // descriptor 3
 	}
-	err = spawn(cmd, cg)
+	// A new session detaches the command from any controlling terminal; sweep mode
+	// also finds the task by it. In cgroup mode, when this process has no terminal
+	// to detach from, a new process group is enough, and saves what a session costs
+	// (a scheduler autogroup per command, about 0.3 to 0.5 ms on a loaded machine).
+	err = spawn(cmd, cg, cg == nil || p.ctty)
 	if cerr := pw.Close(); err == nil && cerr != nil {
 		err = cerr // unreachable in practice; the child would hold the only writer
 	}
