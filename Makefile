@@ -5,7 +5,7 @@ STRESS_DURATION ?= 60s
 SOAK_DURATION ?= 120s
 FUZZTIME ?= 60s
 
-.PHONY: help run test race bench stress soak lint fmt tidy-lint fuzz
+.PHONY: help run test race bench stress killstorm soak lint fmt tidy-lint fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ bench: ## benchmarks against baselines, one table
 stress: ## randomized stress with invariant checks, and 10,000 model-based sequences
 	$(GO) run ./bench/cmd/taskrt-stress -duration $(STRESS_DURATION)
 	$(GO) test -run TestModelBased -count=1 -v ./actors -rapid.checks=10000
+
+killstorm: ## bash containment: /bin/true per mode (0 and 2,000 idle processes) and 2,000 tasks disposed at once, both modes
+	$(GO) run ./bench/cmd/taskrt-killstorm -true
 
 soak: ## mixed load; fails if heap, goroutines, fds or processes grow after warm-up
 	$(GO) run ./bench/cmd/taskrt-soak -duration $(SOAK_DURATION)

@@ -95,7 +95,7 @@ func FuzzRunScript(f *testing.F) {
 	answer := "${prompt}"
 	opts := []Option{
 		WithRuntimeOptions(actors.WithActorSystem(sys)),
-		WithBashOptions(bash.WithShell(fuzzShell), bash.WithSpillDir(f.TempDir()), bash.WithGrace(0)),
+		WithBashOptions(bash.WithShell(fuzzShell), bash.WithSpillDir(f.TempDir()), bash.WithoutGrace()),
 		WithScript("hang", ModelScript{Steps: []ScriptStep{{Answer: &answer}}}),
 	}
 	f.Fuzz(func(t *testing.T, script []byte) {

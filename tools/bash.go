@@ -191,11 +191,24 @@ func (b *BashTool) Call(ctx context.Context, caller messages.AgentID, raw json.R
 	return b.foreground(ctx, cmd, a.TimeoutMS)
 }
 
+// maxBashError bounds a bash tool error to one line of about 200 characters, so
+// that no error repeats a long command.
+const maxBashError = 200
+
+// bashErrResult is a tool error from starting or running a command: one line, at
+// most maxBashError characters.
+func bashErrResult(err error) Result {
+	return Result{Text: truncate(oneLine(err.Error()), maxBashError), IsError: true}
+}
+
 func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd bash.Command) Result {
 	spec := b.run.Spec(caller, cmd)
 	id, err := b.rt.Tasks().Start(ctx, spec)
 	if err != nil {
-		return startErrResult(err)
+		if res := startErrResult(err); res.Text != oneLine(err.Error()) {
+			return res // the runtime's error with advice for the model
+		}
+		return bashErrResult(err)
 	}
 	text := startedText(id, spec.Kind, spec.Label)
 	if caller == "" {
@@ -214,7 +227,7 @@ func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS i
 	}
 	r, err := b.run.Run(ctx, cmd, timeout)
 	if err != nil && r.Outcome.Status == "" {
-		return errResult(err) // nothing ran
+		return bashErrResult(err) // nothing ran
 	}
 	var note string
 	switch {

@@ -4,45 +4,78 @@
 //
 // # What it guarantees
 //
-// Each command runs as `/bin/bash -c COMMAND` in a new session (so a new process
-// group), with stdin on /dev/null and stdout and stderr merged into one pipe, in
-// arrival order. The output lands in an offset-keyed buffer: the first bytes (the
-// head) and the latest bytes (the tail) stay in memory, everything past the first
-// read's worth is also written through to a size-capped spill file, and whatever
-// fits nowhere is counted as dropped. Reads are consuming deltas; a delta larger
-// than one read may return is shown as its head and tail around a one-line marker
-// that states exactly how many bytes were left out, where they are saved and how
-// many were not kept. Memory per task is bounded by the head, tail and read buffer
-// sizes, whatever the command prints.
+// Each command runs as `/bin/bash -c COMMAND` in a new process group, without a
+// controlling terminal (in a new session; in cgroup mode only when this process has
+// a terminal to detach from, since a session costs a scheduler autogroup per
+// command), with stdin on /dev/null and stdout and stderr merged into one pipe, in
+// arrival order. A command of up to MaxCommand (1 MiB) bytes is accepted; one over
+// 64 KiB is handed to the shell on a descriptor rather than as an argument, since
+// the kernel refuses an argument of 128 KiB or more. The output lands in an
+// offset-keyed buffer: the first bytes (the head) and the latest bytes (the tail)
+// stay in memory, everything past the first read's worth is also written through to
+// a size-capped spill file, and whatever fits nowhere is counted as dropped. Reads
+// are consuming deltas; a delta larger than one read may return is shown as its
+// head and tail around a one-line marker that states exactly how many bytes were
+// left out, where they are saved and how many were not kept. Memory per task in
+// this process is bounded by the head, tail and read buffer sizes, whatever the
+// command prints.
 //
-// No process survives its task. Cancelling sends SIGTERM to the group and SIGKILL
-// after a grace period; when the leader exits (on its own or killed), every
-// remaining process of the task is killed with SIGKILL and reaped. A task's
-// processes are found three ways: the session and process group of the leader, a
-// per-task marker in the environment (TASKRT_BASH_TASK) that catches `setsid`
-// escapes, and the parent links from any of those. Done settles only after the
-// leader is reaped, every process of the task is gone and the output pipe is drained
-// (with a bounded wait, so a pipe held open by an untracked process cannot hang it).
-// Orphans of a task that exit while the task still runs stay zombies until it ends,
-// when the sweep reaps them.
+// No process survives its task. Cancelling sends SIGTERM to the task's processes
+// and SIGKILL after a grace period; when the leader exits (on its own or killed),
+// every remaining process of the task is killed with SIGKILL. Done settles only
+// after the leader is reaped, every process of the task is gone and the output pipe
+// is drained (with a bounded wait, so a pipe held open by a process outside the task
+// cannot hang it). How a task's processes are kept together is its Containment,
+// chosen once by New and logged:
 //
-// # Process-wide effect
+//   - Cgroup mode, wherever a writable cgroup v2 hierarchy exists (as root on a
+//     unified or hybrid mount, or in a delegated subtree: see WithCgroupRoot): each
+//     task runs in a cgroup of its own from its first instruction, so nothing it
+//     does (setsid, a double fork, clearing its environment) takes a process out of
+//     it. The cgroup is killed with cgroup.kill and known empty from cgroup.events;
+//     nothing scans /proc, so a task costs the same whatever else runs on the
+//     machine. Limits on processes, memory and CPU (WithMaxProcesses,
+//     WithMemoryLimit, WithCPULimit, Command.Limits) are available in this mode
+//     only; on a hybrid mount whose controllers are bound to cgroup v1, they are
+//     placed in the v1 hierarchies.
+//   - Sweep mode, the fallback: a task's processes are found in /proc, by the
+//     session and process group of the leader, a per-task marker in the environment
+//     (TASKRT_BASH_TASK) that catches `setsid` escapes, and the parent links from
+//     any of those; every task settling at the same moment shares one scan. It
+//     cannot see a process that both clears (or unsets) its environment marker and
+//     leaves the session (`env -i setsid cmd &`, `unset TASKRT_BASH_TASK; setsid
+//     cmd &`), nor work handed to a daemon outside the task's process tree; and a
+//     scan costs time in proportion to every process on the machine.
 //
-// By default New marks the whole process as a child subreaper
-// (prctl(PR_SET_CHILD_SUBREAPER)): orphaned descendants of every child of this
-// process, not only of bash tasks, are re-parented to it instead of to init. The
-// producer reaps only the orphans it positively identified as belonging to one of its
-// tasks (by session, marker or a start time it recorded), and only by pid; it never
-// calls wait4(-1), so statuses of other os/exec children are never stolen. Orphans of
-// other code that exit become zombies of this process unless that code reaps them.
-// Without the subreaper (WithSubreaper(false)), escaped orphans that exit on their own
-// are left to init, which in some containers never reaps them.
+// # Host death
+//
+// The leader gets SIGKILL as its parent-death signal: when this process dies (even
+// from SIGKILL), every task's shell dies with it. What a shell started survives
+// that: in sweep mode for good (re-parented to init); in cgroup mode until the next
+// New by any process using the same cgroup root, which kills what runs in the
+// cgroups of dead processes and removes them.
+//
+// # Process-wide effects
+//
+// In cgroup mode, New creates one directory per process under its cgroup
+// (taskrt-<pid>-<start>), kept for the life of the process, and, when a limit needs
+// a cgroup v2 controller that is not yet enabled, enables it in subtree_control.
+//
+// In both modes, New marks the whole process as a child subreaper
+// (prctl(PR_SET_CHILD_SUBREAPER)) unless WithoutSubreaper is given: orphaned
+// descendants of every child of this process, not only of bash tasks, are
+// re-parented to it instead of to init. This is what lets a task's Done wait until
+// not even a zombie of it is left, whatever init does. The producer reaps only the
+// orphans it positively identified as belonging to one of its tasks (by session,
+// marker or start time in sweep mode, by the cgroup they died in in cgroup mode),
+// and only by pid; it never calls wait4(-1), so statuses of other os/exec children
+// are never stolen. Orphans of other code that exit become zombies of this process
+// unless that code reaps them.
 //
 // # When not to use it
 //
-// It is Linux-only (it relies on /proc, pidfds and prctl); elsewhere Start fails. It
-// is not a sandbox: a command can still escape by clearing its environment and
-// calling setsid (`env -i setsid cmd &`), or by handing work to a daemon outside its
-// process tree. It is not for interactive programs: there is no terminal and stdin is
-// empty.
+// It is Linux-only (it relies on /proc, pidfds, prctl and cgroups); elsewhere Start
+// fails. It is not a sandbox: a command running as root can move itself out of its
+// cgroup, and in sweep mode a command can hide as described above. It is not for
+// interactive programs: there is no terminal and stdin is empty.
 package bash

@@ -95,10 +95,11 @@ func userProcesses() int {
 }
 
 // upFunc declares `up`, which an escaped process runs once it is in place: it
-// appends a line to the file $UP. A file rather than the output, so that a process
-// whose output is closed can report too, and so that the command itself can wait
-// for its escape to be complete.
-const upFunc = `up() { echo >> "$UP"; }` + "\n"
+// appends its pid to the file $UP. A file rather than the output, so that a process
+// whose output is closed can report too, so that the command itself can wait for
+// its escape to be complete, and so that the test can check that every process
+// that reported is gone, marker or not.
+const upFunc = `up() { echo $BASHPID >> "$UP"; }` + "\n"
 
 // escapee is a command that leaves processes behind.
 type escapee struct {
@@ -106,15 +107,20 @@ type escapee struct {
 	spawn   string // starts the escape in the background
 	ups     int    // lines in $UP once the escape is complete
 	minLive int    // processes of the task, at least, once the escape is complete
+	hidden  bool   // no marker and a new session: contained in cgroup mode only
 }
 
 var escapees = []escapee{
-	{"a bounded fork bomb", bombScript(false), bombLeaves, bombSize},
-	{"a bounded fork bomb that ignores SIGTERM and escapes with setsid", bombScript(true), bombLeaves, bombSize},
+	{"a bounded fork bomb", bombScript(false), bombLeaves, bombSize, false},
+	{"a bounded fork bomb that ignores SIGTERM and escapes with setsid", bombScript(true), bombLeaves, bombSize, false},
 	{"a child that closes its output and keeps running",
-		`(exec >&- 2>&- </dev/null; up; exec sleep 1000) &`, 1, 1},
+		`(exec >&- 2>&- </dev/null; up; exec sleep 1000) &`, 1, 1, false},
 	{"a setsid child that closes its output and keeps running",
-		`setsid bash -c 'exec >&- 2>&- </dev/null; echo >> "$UP"; exec sleep 1000' &`, 1, 1},
+		`setsid bash -c 'exec >&- 2>&- </dev/null; echo $$ >> "$UP"; exec sleep 1000' &`, 1, 1, false},
+	{"an env -i setsid -f child that closes its output and keeps running",
+		`env -i UP="$UP" setsid -f bash -c 'exec >&- 2>&- </dev/null; trap "" TERM; echo $$ >> "$UP"; exec sleep 1000'`, 1, 1, true},
+	{"a setsid child without the marker that keeps running",
+		`(unset TASKRT_BASH_TASK; setsid bash -c 'echo $$ >> "$UP"; exec sleep 1000' </dev/null >/dev/null 2>&1 &)`, 1, 1, true},
 }
 
 // upFile is the $UP file of one run of an escapee.
@@ -129,6 +135,22 @@ func newUpFile(t *testing.T) upFile {
 	f := filepath.Join(t.TempDir(), "up")
 	require.NoError(t, os.WriteFile(f, nil, 0o600))
 	return upFile(f)
+}
+
+// requireGone asserts that every process that reported up is gone: no such pid,
+// or a zombie whose parent is not this process (init reaps it; zombie children of
+// this process are requireQuiet's).
+func (f upFile) requireGone(t *testing.T) {
+	t.Helper()
+	b, err := os.ReadFile(string(f))
+	require.NoError(t, err)
+	for _, field := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(field)
+		require.NoError(t, err)
+		if p, ok := readStat(pid); ok && !p.zombie {
+			t.Errorf("process %d, which reported up, still runs (state %c, parent %d)", pid, p.state, p.ppid)
+		}
+	}
 }
 
 // await waits until n processes reported up.
@@ -215,39 +237,72 @@ func TestEscapesLeaveNothing(t *testing.T) {
 			},
 		},
 	}
-	for _, e := range escapees {
-		for _, end := range endings {
-			t.Run(e.name+" leaves nothing "+end.name, func(t *testing.T) {
-				p := newTestProducer(t, WithGrace(grace))
+	forEachMode(t, func(t *testing.T, mode Option) {
+		sweep := New(mode).Containment() == SweepContainment
+		for _, e := range escapees {
+			if e.hidden && sweep {
+				continue // TestSweepModeCannotSeeHiddenEscapes
+			}
+			for _, end := range endings {
+				t.Run(e.name+" leaves nothing "+end.name, func(t *testing.T) {
+					p := newTestProducer(t, mode, WithGrace(grace))
+					up := newUpFile(t)
+					h := startTask(t, p, up.command(e, end.suffix(e)))
+					end.end(t, p, h, up, e)
+					o := h.awaitDone(t, settleLimit)
+					t.Logf("outcome: %s, %s", o.Status, o.Detail)
+					end.check(t, o, e)
+					h.Release()
+					requireQuiet(t, p)
+					up.requireGone(t)
+				})
+			}
+			t.Run(e.name+" leaves nothing after its owner is disposed", func(t *testing.T) {
+				p := newTestProducer(t, mode, WithGrace(grace))
 				up := newUpFile(t)
-				h := startTask(t, p, up.command(e, end.suffix(e)))
-				end.end(t, p, h, up, e)
-				o := h.awaitDone(t, settleLimit)
-				t.Logf("outcome: %s, %s", o.Status, o.Detail)
-				end.check(t, o, e)
-				h.Release()
+				ctx := context.Background()
+				rt, err := actors.NewRuntime()
+				require.NoError(t, err)
+				t.Cleanup(func() { require.NoError(t, rt.Close(ctx)) })
+				t.Cleanup(rt.Tasks().AttachSurface("escape test"))
+				require.NoError(t, rt.Agents().Register(ctx, "a1"))
+				_, err = rt.Tasks().Start(ctx, p.Spec("a1", up.command(e, "sleep 1000")))
+				require.NoError(t, err)
+				up.await(t, e.ups)
+				require.GreaterOrEqual(t, p.Live(), e.minLive, "the escape is complete")
+
+				require.NoError(t, rt.Agents().Dispose(ctx, "a1"), "dispose returns once the task is quiescent")
 				requireQuiet(t, p)
+				up.requireGone(t)
+				st := rt.Stats()
+				assert.Zero(t, st.Running, "running tasks")
+				assert.Zero(t, st.Abandoned, "abandoned tasks")
 			})
 		}
-		t.Run(e.name+" leaves nothing after its owner is disposed", func(t *testing.T) {
-			p := newTestProducer(t, WithGrace(grace))
-			up := newUpFile(t)
-			ctx := context.Background()
-			rt, err := actors.NewRuntime()
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, rt.Close(ctx)) })
-			t.Cleanup(rt.Tasks().AttachSurface("escape test"))
-			require.NoError(t, rt.Agents().Register(ctx, "a1"))
-			_, err = rt.Tasks().Start(ctx, p.Spec("a1", up.command(e, "sleep 1000")))
-			require.NoError(t, err)
-			up.await(t, e.ups)
-			require.GreaterOrEqual(t, p.Live(), e.minLive, "the escape is complete")
+	})
+}
 
-			require.NoError(t, rt.Agents().Dispose(ctx, "a1"), "dispose returns once the task is quiescent")
+// Sweep mode cannot see a process that cleared its environment (or unset the
+// marker) and left the task's session: the documented limit. This pins exactly what
+// it leaves: the task settles as if nothing were left, the process runs on, and
+// Live does not count it. The test then kills and reaps it (it was re-parented to
+// this subreaper).
+func TestSweepModeCannotSeeHiddenEscapes(t *testing.T) {
+	for _, e := range noSurvivorEscapes {
+		if !e.hidden {
+			continue
+		}
+		t.Run(e.name+" survives its task in sweep mode", func(t *testing.T) {
+			p := newTestProducer(t, WithContainment(SweepContainment))
+			sleep := uniqueSleep()
+			h := startTask(t, p, Command{Command: strings.ReplaceAll(e.spawn, "SLEEP", sleep) + "\nuntil pgrep -f '^" + sleep + "$' >/dev/null; do sleep 0.01; done"})
+			o := h.awaitDone(t, settleLimit)
+			assert.Equal(t, messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"}, o, "nothing left, as far as sweep mode can tell")
+			pids := processesRunning(t, sleep)
+			require.Len(t, pids, 1, "the hidden process survives")
+			assert.Zero(t, p.Live(), "and is not counted")
+			killAndReap(t, pids[0])
 			requireQuiet(t, p)
-			st := rt.Stats()
-			assert.Zero(t, st.Running, "running tasks")
-			assert.Zero(t, st.Abandoned, "abandoned tasks")
 		})
 	}
 }

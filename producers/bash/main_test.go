@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,27 +18,72 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if helper, ok := testHelpers[os.Getenv(helperEnv)]; ok {
+		helper()
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(survivorCheck{m})
 }
 
+// helperEnv names the helper a re-executed test binary runs instead of the tests
+// (see testHelpers).
+const helperEnv = "TASKRT_BASH_TEST_HELPER"
+
+// testHelpers are programs the tests run as processes: the test binary re-executed
+// with helperEnv set to a name. Filled by init functions of the test files.
+var testHelpers = map[string]func(){}
+
 // survivorCheck fails a passing run when any process started by this test process
-// still carries a marker at the end: an escape that a test did not catch.
+// still carries a marker or sits in one of its task cgroups at the end, or when a
+// task cgroup is left: an escape or a leak that a test did not catch.
 type survivorCheck struct{ m *testing.M }
 
 func (s survivorCheck) Run() int {
 	code := s.m.Run()
-	prefix := strconv.Itoa(selfPid) + "."
-	if n := countMarked(func(m string) bool { return strings.HasPrefix(m, prefix) }); n > 0 && code == 0 {
+	if code != 0 {
+		return code
+	}
+	if n := LiveProcesses(); n > 0 {
 		fmt.Fprintf(os.Stderr, "survivors: %d processes started by this test run are still running\n", n)
 		return 1
+	}
+	for _, tree := range allTrees() {
+		if dirs := tree.taskDirs("task-"); len(dirs) > 0 {
+			fmt.Fprintf(os.Stderr, "leftover task cgroups: %v\n", dirs)
+			return 1
+		}
 	}
 	return code
 }
 
-// newTestProducer is a producer whose spill files go to a per-test directory.
+// newTestProducer is a producer whose spill files go to a per-test directory, in
+// the containment mode detected here.
 func newTestProducer(t testing.TB, opts ...Option) *Producer {
 	t.Helper()
 	return New(append([]Option{WithSpillDir(t.TempDir())}, opts...)...)
+}
+
+// forEachMode runs f as a subtest per containment mode, "mode=cgroup" and
+// "mode=sweep", with the options that force that mode. The cgroup subtest is
+// skipped, saying why, only where cgroup containment cannot work.
+func forEachMode(t *testing.T, f func(t *testing.T, mode Option)) {
+	t.Helper()
+	for _, c := range []Containment{CgroupContainment, SweepContainment} {
+		t.Run("mode="+c.String(), func(t *testing.T) {
+			if c == CgroupContainment {
+				requireCgroups(t)
+			}
+			f(t, WithContainment(c))
+		})
+	}
+}
+
+// requireCgroups skips t when this machine cannot run cgroup containment.
+func requireCgroups(t testing.TB) {
+	t.Helper()
+	if p := New(WithContainment(CgroupContainment)); p.startErr != nil {
+		t.Skipf("cgroup containment is not available here: %v", p.startErr)
+	}
 }
 
 // testTask is a started task that the test's cleanup settles and releases.
@@ -120,12 +164,22 @@ func zombieChildren(t testing.TB) []int {
 	return z
 }
 
-// requireQuiet asserts that p has no live process and that this process has no
-// zombie children.
+// requireQuiet asserts that p has no live process (by marker, and in cgroup mode
+// in its task cgroups), that this process has no zombie children, and that no task
+// cgroup of p is left.
 func requireQuiet(t testing.TB, p *Producer) {
 	t.Helper()
-	require.Zero(t, p.Live(), "live processes carrying this producer's marker")
+	require.Zero(t, p.Live(), "live processes of this producer's tasks")
 	require.Empty(t, zombieChildren(t), "zombie children of the test process")
+	require.Empty(t, taskCgroups(p), "task cgroups left")
+}
+
+// taskCgroups lists p's task cgroups that still exist, in cgroup v2 and v1.
+func taskCgroups(p *Producer) []string {
+	if p.tree == nil {
+		return nil
+	}
+	return p.tree.taskDirs(p.taskDirPrefix())
 }
 
 var markerRE = regexp.MustCompile(`\[\.\.\. (\d+) bytes left out \(output offsets (\d+)-(\d+)\)[^\n]*\.\.\.\]\n`)

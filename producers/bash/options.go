@@ -8,29 +8,31 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultGrace        = 3 * time.Second  // SIGTERM to SIGKILL
-	DefaultMaxRead      = 32 << 10         // bytes one read returns at most (before rendering)
-	DefaultHead         = 32 << 10         // bytes kept in memory from the start of the output
-	DefaultTail         = 64 << 10         // bytes kept in memory from the end of the output
-	DefaultSpillCap     = 64 << 20         // bytes the spill file holds at most
-	DefaultDrainTimeout = 2 * time.Second  // wait for the pipe's end after the last known writer died
-	DefaultShell        = "/bin/bash"      // the shell run with -c
-	sweepTimeout        = 10 * time.Second // give up killing leftovers after this long
+	DefaultGrace        = 3 * time.Second // SIGTERM to SIGKILL
+	DefaultMaxRead      = 32 << 10        // bytes one read returns at most (before rendering)
+	DefaultHead         = 32 << 10        // bytes kept in memory from the start of the output
+	DefaultTail         = 64 << 10        // bytes kept in memory from the end of the output
+	DefaultSpillCap     = 64 << 20        // bytes the spill file holds at most
+	DefaultDrainTimeout = 2 * time.Second // wait for the pipe's end after the last known writer died
+	DefaultShell        = "/bin/bash"     // the shell run with -c
 	minMaxRead          = 256
 	minTail             = 4 << 10
 )
 
 // config is the producer's configuration, fixed at New.
 type config struct {
-	grace        time.Duration
+	grace        time.Duration // 0: SIGKILL right after SIGTERM
 	maxRead      int
 	head, tail   int
 	spillDir     string
-	spillCap     int64
+	spillCap     int64 // 0: no spill file
 	drainTimeout time.Duration
 	shell        string
 	subreaper    bool
 	logger       *slog.Logger
+	containment  Containment // 0: detect
+	cgroupRoot   string      // "": this process's own cgroup v2 directory
+	limits       Limits      // defaults for every command
 }
 
 func defaultConfig() config {
@@ -48,13 +50,28 @@ func defaultConfig() config {
 	}
 }
 
-// Option configures a Producer.
-type Option func(*config)
+// Option configures a Producer. Every option follows one rule: a zero or negative
+// value keeps the default; "none" has an option of its own (WithoutGrace,
+// WithoutSpill, WithoutSubreaper).
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 // WithGrace sets how long a cancelled command has between SIGTERM and SIGKILL
-// (default 3 s). A non-positive d sends SIGKILL right after SIGTERM.
+// (default 3 s). A zero or negative d keeps the default; see WithoutGrace.
 func WithGrace(d time.Duration) Option {
-	return func(c *config) { c.grace = max(d, 0) }
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.grace = d
+		}
+	})
+}
+
+// WithoutGrace sends SIGKILL right after SIGTERM when a command is cancelled.
+func WithoutGrace() Option {
+	return optionFunc(func(c *config) { c.grace = 0 })
 }
 
 // WithMaxRead sets how many output bytes one read returns at most (default 32 KiB,
@@ -62,56 +79,156 @@ func WithGrace(d time.Duration) Option {
 // Rendering can make the returned string longer than n: invalid UTF-8 bytes become
 // U+FFFD and the marker line is added.
 func WithMaxRead(n int) Option {
-	return func(c *config) { c.maxRead = max(n, minMaxRead) }
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.maxRead = max(n, minMaxRead)
+		}
+	})
 }
 
-// WithMemory sets how many bytes of the output's start (head) and end (tail) stay in
-// memory per task (defaults 32 KiB and 64 KiB; the tail is at least 4 KiB). Together
-// with the 32 KiB read buffer they bound a task's memory.
-func WithMemory(head, tail int) Option {
-	return func(c *config) {
-		c.head = max(head, 0)
-		c.tail = max(tail, minTail)
-	}
+// WithOutputMemory sets how many bytes of the output's start (head) and end (tail)
+// stay in memory per task (defaults 32 KiB and 64 KiB; the tail is at least 4 KiB).
+// Together with the 32 KiB read buffer they bound a task's memory in this process.
+// A zero or negative value keeps that part's default. (The memory a command may
+// use is WithMemoryLimit.)
+func WithOutputMemory(head, tail int) Option {
+	return optionFunc(func(c *config) {
+		if head > 0 {
+			c.head = head
+		}
+		if tail > 0 {
+			c.tail = max(tail, minTail)
+		}
+	})
 }
 
-// WithSpillDir sets the directory of spill files (default os.TempDir()).
+// WithSpillDir sets the directory of spill files (default os.TempDir()); "" keeps
+// the default.
 func WithSpillDir(dir string) Option {
-	return func(c *config) { c.spillDir = dir }
+	return optionFunc(func(c *config) {
+		if dir != "" {
+			c.spillDir = dir
+		}
+	})
 }
 
 // WithSpillCap sets the largest size of a task's spill file (default 64 MiB). Output
-// past it that no longer fits in memory is counted as dropped. Zero disables spill
-// files.
+// past it that no longer fits in memory is counted as dropped. A zero or negative
+// n keeps the default; see WithoutSpill.
 func WithSpillCap(n int64) Option {
-	return func(c *config) { c.spillCap = max(n, 0) }
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.spillCap = n
+		}
+	})
+}
+
+// WithoutSpill disables spill files: output that fits neither in the head nor in
+// the tail is counted as dropped.
+func WithoutSpill() Option {
+	return optionFunc(func(c *config) { c.spillCap = 0 })
 }
 
 // WithDrainTimeout bounds how long Done waits for the output pipe to reach its end
 // after the leader exited and every known process of the task was killed (default
-// 2 s). It matters only when an untracked process holds the pipe open.
+// 2 s). It matters only when an untracked process holds the pipe open. A zero or
+// negative d keeps the default.
 func WithDrainTimeout(d time.Duration) Option {
-	return func(c *config) { c.drainTimeout = max(d, 0) }
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.drainTimeout = d
+		}
+	})
 }
 
-// WithShell replaces /bin/bash (the shell run as `SHELL -c COMMAND`). Meant for
-// tests and unusual installs.
+// WithShell replaces /bin/bash (the shell run as `SHELL -c COMMAND`); "" keeps the
+// default. Meant for tests and unusual installs.
 func WithShell(path string) Option {
-	return func(c *config) { c.shell = path }
+	return optionFunc(func(c *config) {
+		if path != "" {
+			c.shell = path
+		}
+	})
 }
 
-// WithSubreaper controls whether New makes this process a child subreaper (default
-// true). See the package documentation for the process-wide effect.
-func WithSubreaper(enabled bool) Option {
-	return func(c *config) { c.subreaper = enabled }
+// WithoutSubreaper keeps New from making this process a child subreaper (see the
+// package documentation). The orphans of tasks then go to init, which reaps their
+// zombies when it will; in sweep mode every sweep also reads the environment of
+// every process on the machine to find escaped orphans.
+func WithoutSubreaper() Option {
+	return optionFunc(func(c *config) { c.subreaper = false })
 }
 
-// WithLogger sets the logger for spawns, cancellations, leftover kills and internal
-// errors (default: discard).
+// WithLogger sets the logger for the containment mode (logged once by New), spawns,
+// cancellations, leftover kills and internal errors (default: discard); nil keeps
+// the default.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) {
+	return optionFunc(func(c *config) {
 		if l != nil {
 			c.logger = l
 		}
-	}
+	})
+}
+
+// WithContainment forces a containment mode instead of detecting one. Forcing
+// CgroupContainment where no usable cgroup v2 hierarchy exists makes every Start
+// fail with ErrCgroupUnavailable; forcing SweepContainment never fails. Meant for
+// tests and for comparing the modes. The zero Containment keeps the detection.
+func WithContainment(mode Containment) Option {
+	return optionFunc(func(c *config) {
+		if mode == CgroupContainment || mode == SweepContainment {
+			c.containment = mode
+		}
+	})
+}
+
+// WithCgroupRoot sets the cgroup v2 directory in which the producer creates its
+// tasks' cgroups (default: this process's own cgroup, found through
+// /proc/self/cgroup and /proc/self/mountinfo). Use it for a delegated subtree, such
+// as the directory a systemd unit with Delegate=yes owns. A directory that is not a
+// writable cgroup v2 directory selects sweep mode (or, with WithContainment
+// (CgroupContainment), fails every Start). "" keeps the default.
+func WithCgroupRoot(dir string) Option {
+	return optionFunc(func(c *config) {
+		if dir != "" {
+			c.cgroupRoot = dir
+		}
+	})
+}
+
+// WithMaxProcesses caps the processes (and threads) of every command at n at once
+// (default: no cap); a fork past it fails with EAGAIN. A Command's own
+// Limits.Processes overrides it. Needs cgroup containment: without it Start fails
+// with ErrLimitsUnavailable. A zero or negative n keeps the default.
+func WithMaxProcesses(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.limits.Processes = n
+		}
+	})
+}
+
+// WithMemoryLimit caps the memory (RAM and swap together) of every command at bytes
+// (default: no cap; at least 16 MiB); past it the kernel's OOM killer ends one of the
+// command's processes, and the outcome names the limit. A Command's own
+// Limits.Memory overrides it. Needs cgroup containment: without it Start fails with
+// ErrLimitsUnavailable. A zero or negative value keeps the default.
+func WithMemoryLimit(bytes int64) Option {
+	return optionFunc(func(c *config) {
+		if bytes > 0 {
+			c.limits.Memory = bytes
+		}
+	})
+}
+
+// WithCPULimit caps the CPU time of every command at cpus CPUs' worth (0.5 is half
+// of one CPU; default: no cap; at least 0.01). A Command's own Limits.CPU overrides
+// it. Needs cgroup containment: without it Start fails with ErrLimitsUnavailable. A
+// zero or negative value keeps the default.
+func WithCPULimit(cpus float64) Option {
+	return optionFunc(func(c *config) {
+		if cpus > 0 {
+			c.limits.CPU = cpus
+		}
+	})
 }

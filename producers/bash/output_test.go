@@ -18,7 +18,7 @@ func testOutput(t *testing.T, opts ...Option) *output {
 	cfg := defaultConfig()
 	cfg.spillDir = t.TempDir()
 	for _, opt := range opts {
-		opt(&cfg)
+		opt.apply(&cfg)
 	}
 	o := newOutput(cfg)
 	t.Cleanup(func() { o.release("") })
@@ -67,14 +67,14 @@ func TestOutputReads(t *testing.T) {
 		},
 		{
 			name:        "bytes past the spill cap that left memory are dropped and counted",
-			opts:        []Option{WithMaxRead(1000), WithMemory(4096, 8192), WithSpillCap(50_000)},
+			opts:        []Option{WithMaxRead(1000), WithOutputMemory(4096, 8192), WithSpillCap(50_000)},
 			size:        1_000_000,
 			wantDropped: 1_000_000 - 8192 - 50_000,
 			wantMarker:  "not kept (spill file cap of 50000 bytes reached)",
 		},
 		{
 			name:        "without a spill file everything between head and tail is dropped",
-			opts:        []Option{WithMaxRead(1000), WithMemory(4096, 8192), WithSpillCap(0)},
+			opts:        []Option{WithMaxRead(1000), WithOutputMemory(4096, 8192), WithoutSpill()},
 			size:        1_000_000,
 			wantDropped: 1_000_000 - 8192 - 4096,
 			wantMarker:  "not kept (spilling disabled)",
@@ -112,10 +112,10 @@ func TestOutputReads(t *testing.T) {
 // together cover the whole stream once, and no read exceeds the read limit.
 func TestOutputReadsAccountForEveryByte(t *testing.T) {
 	configs := map[string][]Option{
-		"roomy":          {WithMaxRead(4096), WithMemory(8192, 16384), WithSpillCap(1 << 20)},
-		"tight":          {WithMaxRead(256), WithMemory(0, 4096), WithSpillCap(20_000)},
-		"no spill":       {WithMaxRead(512), WithMemory(1000, 4096), WithSpillCap(0)},
-		"cap below head": {WithMaxRead(512), WithMemory(10_000, 4096), WithSpillCap(3000)},
+		"roomy":          {WithMaxRead(4096), WithOutputMemory(8192, 16384), WithSpillCap(1 << 20)},
+		"tight":          {WithMaxRead(256), WithOutputMemory(1, 4096), WithSpillCap(20_000)},
+		"no spill":       {WithMaxRead(512), WithOutputMemory(1000, 4096), WithoutSpill()},
+		"cap below head": {WithMaxRead(512), WithOutputMemory(10_000, 4096), WithSpillCap(3000)},
 	}
 	for name, opts := range configs {
 		t.Run(name, func(t *testing.T) {
@@ -190,7 +190,7 @@ func TestOutputRendering(t *testing.T) {
 
 func TestOutputSpillFile(t *testing.T) {
 	t.Run("the spill file holds the output at the same offsets until released", func(t *testing.T) {
-		o := testOutput(t, WithMaxRead(1000), WithMemory(4096, 8192))
+		o := testOutput(t, WithMaxRead(1000), WithOutputMemory(4096, 8192))
 		writePattern(o, 0, 200_000, 7000)
 		o.finish()
 		st := o.stats()

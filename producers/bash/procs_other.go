@@ -5,24 +5,56 @@ package bash
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
 	"strconv"
 	"syscall"
+	"time"
 )
 
-// The producer needs /proc, pidfds and prctl; elsewhere Start fails with
+// The producer needs /proc, pidfds, prctl and cgroups; elsewhere Start fails with
 // errors.ErrUnsupported and these stand-ins are never reached.
 
 func supported() error {
 	return fmt.Errorf("bash producer needs Linux: %w", errors.ErrUnsupported)
 }
 
-func enableSubreaper() error                { return errors.ErrUnsupported }
-func sysProcAttr() *syscall.SysProcAttr     { return nil }
-func waitExited(int) error                  { return errors.ErrUnsupported }
-func signalGroup(int, syscall.Signal) error { return errors.ErrUnsupported }
-func scanProcs() ([]procInfo, error)        { return nil, errors.ErrUnsupported }
-func environMarker(int) (string, bool)      { return "", false }
-func killProc(procInfo) error               { return errors.ErrUnsupported }
-func reapOrphan(procInfo)                   {}
-func countMarked(func(string) bool) int     { return 0 }
-func signalName(sig syscall.Signal) string  { return "signal " + strconv.Itoa(int(sig)) }
+func enableSubreaper() error                          { return errors.ErrUnsupported }
+func waitExited(int) error                            { return errors.ErrUnsupported }
+func signalGroup(int, syscall.Signal) error           { return errors.ErrUnsupported }
+func markedPids(func(string) bool) map[int]bool       { return map[int]bool{} }
+func signalName(sig syscall.Signal) string            { return "signal " + strconv.Itoa(int(sig)) }
+func spawn(*exec.Cmd, *taskCgroup, bool) error        { return errors.ErrUnsupported }
+func scriptFile(string) (*os.File, error)             { return nil, errors.ErrUnsupported }
+func hasControllingTerminal() bool                    { return false }
+func populated(string) int                            { return -1 }
+func waitFor(string, time.Duration, func() bool) bool { return true }
+
+const sweepTimeout = 10 * time.Second
+
+type cgroupTree struct{ parent string }
+
+func openCgroupTree(string, *slog.Logger) (*cgroupTree, error) { return nil, errors.ErrUnsupported }
+func (*cgroupTree) newTask(string, Limits, *slog.Logger) (*taskCgroup, error) {
+	return nil, errors.ErrUnsupported
+}
+func (*cgroupTree) live(string, map[int]bool) {}
+func allTrees() []*cgroupTree                 { return nil }
+
+type taskCgroup struct{ dir string }
+
+func (*taskCgroup) terminate(int) error     { return errors.ErrUnsupported }
+func (*taskCgroup) kill(int) error          { return errors.ErrUnsupported }
+func (*taskCgroup) settle(int) (int, error) { return 0, errors.ErrUnsupported }
+func (*taskCgroup) limitHits() limitHits    { return limitHits{} }
+func (*taskCgroup) release() error          { return nil }
+func (*taskCgroup) closeFD()                {}
+
+type sweeper struct{}
+
+var sweeps sweeper
+
+func (sweeper) run(int, string, bool, *slog.Logger) (int, error) { return 0, errors.ErrUnsupported }
+func (sweeper) addLeader(int, string)                            {}
+func (sweeper) removeLeader(int, string)                         {}

@@ -1,9 +1,9 @@
 package bash
 
 import (
-	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -18,12 +18,9 @@ const Kind = "bash"
 // environment.
 const markerEnv = "TASKRT_BASH_TASK"
 
-// ErrEmptyCommand is returned by Start and Run for a blank command.
-var ErrEmptyCommand = errors.New("bash: empty command")
-
 // Command is one shell command to run.
 type Command struct {
-	// Command is the script given to `bash -c`.
+	// Command is the script given to `bash -c`: at most MaxCommand bytes, no NUL.
 	Command string
 	// Dir is the working directory; "" keeps the current one. A missing directory
 	// makes Start fail.
@@ -31,40 +28,99 @@ type Command struct {
 	// Env holds extra KEY=VALUE entries added to (and overriding) the inherited
 	// environment.
 	Env []string
+	// Limits caps the command's processes, memory and CPU; a zero field keeps the
+	// producer's default (WithMaxProcesses, WithMemoryLimit, WithCPULimit). Limits
+	// need cgroup containment.
+	Limits Limits
 }
 
 // Producer runs shell commands as taskrt tasks. Its zero value is not usable; call
-// New. A Producer holds no resources of its own: each task's goroutines and
-// processes end when that task's Done settles. It is safe for concurrent use.
+// New. A Producer holds no resources of its own beyond what New set up for its
+// containment mode (see the package documentation): each task's goroutines,
+// processes and cgroups end when that task's Done settles. It is safe for
+// concurrent use.
 type Producer struct {
 	cfg    config
+	n      uint64        // this producer's number in the process
 	prefix string        // marker prefix of this producer's tasks: "<pid>.<n>."
-	seq    atomic.Uint64 // numbers this producer's tasks for their markers
+	seq    atomic.Uint64 // numbers this producer's tasks
+
+	mode     Containment
+	detail   string      // what the mode is, or why it was not the other one
+	tree     *cgroupTree // cgroup mode: where the tasks' cgroups go
+	startErr error       // non-nil: every Start fails with it (forced cgroup mode without cgroups)
+	ctty     bool        // this process had a controlling terminal at New
 }
 
 // producers numbers the Producers of this process, for their marker prefixes.
 var producers atomic.Uint64
 
-// New returns a Producer. Unless WithSubreaper(false) is given, the first Start
-// makes this process a child subreaper (see the package documentation).
+// New returns a Producer. It chooses the containment mode once (see Containment
+// and WithContainment) and logs it at Info level:
+//
+//   - cgroup mode when a writable cgroup v2 hierarchy is available: New then
+//     creates this process's cgroup directory (once per process) and removes the
+//     cgroups left behind by processes that died without cleaning up, killing
+//     whatever still ran in them;
+//   - sweep mode otherwise.
+//
+// In both modes New also makes this whole process a child subreaper
+// (prctl(PR_SET_CHILD_SUBREAPER)), unless WithoutSubreaper is given: the orphans
+// of a task then come to this process, which reaps them before Done settles, so
+// that not even a zombie of a task outlives it, whatever init does (see the
+// package documentation for the process-wide effect).
 func New(opts ...Option) *Producer {
 	cfg := defaultConfig()
 	for _, opt := range opts {
-		opt(&cfg)
+		if opt != nil {
+			opt.apply(&cfg)
+		}
 	}
-	return &Producer{
-		cfg:    cfg,
-		prefix: fmt.Sprintf("%d.%d.", os.Getpid(), producers.Add(1)),
-	}
+	n := producers.Add(1)
+	p := &Producer{cfg: cfg, n: n, prefix: fmt.Sprintf("%d.%d.", os.Getpid(), n)}
+	p.chooseContainment()
+	p.ctty = hasControllingTerminal()
+	return p
 }
 
+func (p *Producer) chooseContainment() {
+	log := p.cfg.logger
+	if p.cfg.containment == SweepContainment {
+		p.mode, p.detail = SweepContainment, "sweep mode forced by WithContainment"
+	} else if err := supported(); err != nil {
+		p.mode, p.detail = SweepContainment, err.Error()
+	} else if tree, err := openCgroupTree(p.cfg.cgroupRoot, log); err == nil {
+		p.mode, p.tree = CgroupContainment, tree
+		p.detail = "a cgroup v2 per task under " + tree.parent
+	} else if p.cfg.containment == CgroupContainment {
+		p.mode, p.detail = CgroupContainment, err.Error()
+		p.startErr = fmt.Errorf("%w: %v", ErrCgroupUnavailable, err)
+	} else {
+		p.mode, p.detail = SweepContainment, "no usable cgroup v2 hierarchy: "+err.Error()
+	}
+	if p.cfg.subreaper && supported() == nil {
+		if err := enableSubreaper(); err != nil {
+			log.Warn("bash: cannot become a child subreaper; orphans go to init", "err", err)
+		}
+	}
+	log.Info("bash: containment", "mode", p.mode.String(), "detail", p.detail)
+}
+
+// Containment returns the containment mode of this Producer's tasks.
+func (p *Producer) Containment() Containment { return p.mode }
+
+// ContainmentDetail says where the tasks' cgroups go in cgroup mode, and why cgroup
+// mode was not chosen in sweep mode (or why a forced cgroup mode cannot start
+// anything).
+func (p *Producer) ContainmentDetail() string { return p.detail }
+
 // Start starts c now and returns the hooks the runtime uses to read, cancel and
-// await it; it is what Spec uses as Spec.Run. An error (a blank command, a malformed
-// Env entry, a missing directory, a shell that cannot be run) means nothing was
-// started.
+// await it; it is what Spec uses as Spec.Run. An error (a blank, oversized or
+// NUL-containing command, a malformed Env entry, a missing directory, a limit that
+// cannot be enforced, a shell that cannot be run) means nothing was started.
 //
 // The hooks: ReadOutput is a consuming delta read (see WithMaxRead); Cancel sends
-// SIGTERM to the command's process group, then SIGKILL after the grace period, and
+// SIGTERM to the command's processes, then SIGKILL after the grace period, and
 // never blocks; Done delivers the Outcome once every process of the task is gone and
 // the output is drained; Release removes the spill file.
 func (p *Producer) Start(c Command) (messages.Hooks, error) {
@@ -86,20 +142,20 @@ func (p *Producer) Spec(owner messages.AgentID, c Command) messages.Spec {
 	}
 }
 
-func label(command string) string {
-	command = strings.TrimSpace(command)
-	if first, _, more := strings.Cut(command, "\n"); more {
-		return strings.TrimSpace(first) + " …"
+// Live counts the processes of this producer's tasks that are running now: in
+// cgroup mode, every process in their cgroups; in both modes, every process that
+// carries one of their markers. It scans /proc, so it costs about a millisecond per
+// hundred processes on the machine.
+func (p *Producer) Live() int {
+	pids := markedPids(func(m string) bool { return strings.HasPrefix(m, p.prefix) })
+	if p.tree != nil {
+		p.tree.live(p.taskDirPrefix(), pids)
 	}
-	return command
+	return len(pids)
 }
 
-// Live counts the processes of this producer's tasks that are running now: the
-// shells and every descendant that still carries its task's marker. It scans /proc,
-// so it costs about a millisecond per hundred processes on the machine.
-func (p *Producer) Live() int {
-	return countMarked(func(m string) bool { return strings.HasPrefix(m, p.prefix) })
-}
+// taskDirPrefix starts the names of this producer's task cgroups.
+func (p *Producer) taskDirPrefix() string { return "task-" + strconv.FormatUint(p.n, 10) + "-" }
 
 // LiveProcesses counts the running processes of the bash tasks of every Producer in
 // this process: the quiescence check for tests and simulators that hold more than one
@@ -107,13 +163,22 @@ func (p *Producer) Live() int {
 // MachineLiveProcesses).
 func LiveProcesses() int {
 	prefix := fmt.Sprintf("%d.", os.Getpid())
-	return countMarked(func(m string) bool { return strings.HasPrefix(m, prefix) })
+	pids := markedPids(func(m string) bool { return strings.HasPrefix(m, prefix) })
+	for _, t := range allTrees() {
+		t.live("task-", pids)
+	}
+	return len(pids)
 }
 
 // MachineLiveProcesses counts the running processes on this machine that carry any
-// bash task marker, from any Producer in any process (this process itself excluded).
+// bash task marker, from any Producer in any process (this process itself
+// excluded), plus those in this process's task cgroups.
 func MachineLiveProcesses() int {
-	return countMarked(func(string) bool { return true })
+	pids := markedPids(func(string) bool { return true })
+	for _, t := range allTrees() {
+		t.live("task-", pids)
+	}
+	return len(pids)
 }
 
 // environ is the environment of a new task: this process's, minus any inherited
@@ -121,7 +186,7 @@ func MachineLiveProcesses() int {
 func environ(extra []string, marker string) ([]string, error) {
 	for _, kv := range extra {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return nil, fmt.Errorf("bash: malformed environment entry %q (want KEY=VALUE)", kv)
+			return nil, fmt.Errorf("bash: malformed environment entry %q (want KEY=VALUE)", shortLabel(kv))
 		}
 	}
 	base := os.Environ()

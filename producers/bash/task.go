@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,22 +17,23 @@ import (
 // task is one running command. Its lifecycle, run by the monitor goroutine:
 //
 //  1. wait for the leader (bash) to exit, without reaping it; on Cancel send SIGTERM
-//     to the group, and SIGKILL when the grace period ends first;
-//  2. sweep: SIGKILL every process of the task that is left and reap the orphans
-//     among them, until none is left (the unreaped leader pins the group and
-//     session ids, so they name nothing else meanwhile);
+//     to the task's processes, and SIGKILL when the grace period ends first;
+//  2. settle the jail: kill whatever is left of the task and wait until nothing is
+//     (the unreaped leader pins its pid, session and process group ids meanwhile);
 //  3. reap the leader through os/exec;
 //  4. drain the output pipe, with a bounded wait;
-//  5. deliver the Outcome on Done.
+//  5. read the limits the task hit and release the jail (remove its cgroup);
+//  6. deliver the Outcome on Done.
 //
 // The monitor owns two helper goroutines, the exit waiter and the pipe reader, and
-// waits for both before step 5, so nothing of the task outlives Done.
+// waits for both before step 6, so nothing of the task outlives Done.
 type task struct {
 	cfg    config
 	log    *slog.Logger
 	cmd    *exec.Cmd
 	pid    int    // the leader's pid, also the task's process group and session id
 	marker string // TASKRT_BASH_TASK value of this task
+	jail   jail   // how the task's processes are kept together and ended
 	out    *output
 	pipe   *os.File // read end of the output pipe; used by the reader, closed by the monitor
 
@@ -48,15 +48,40 @@ type task struct {
 	done     chan messages.Outcome // buffered; receives exactly one Outcome
 }
 
-// procInfo is what /proc/PID/stat says about a process.
-type procInfo struct {
-	pid, ppid, pgrp, sid int
-	zombie               bool
-	kthread              bool
-	start                uint64 // start time in clock ticks after boot; with pid, an identity
+// jail keeps a task's processes together and ends them: a cgroup of the task's own
+// (taskCgroup) or the task's session, marker and parent links found in /proc
+// (sweepJail). Its methods are called by the task's monitor only.
+type jail interface {
+	// terminate sends SIGTERM to the task's processes (at Cancel).
+	terminate(leader int) error
+	// kill sends SIGKILL to the task's processes (when the grace period ends).
+	kill(leader int) error
+	// settle runs once the leader has exited, before it is reaped: it kills
+	// whatever is left of the task and returns once nothing is, with how many live
+	// processes it killed.
+	settle(leader int) (int, error)
+	// limitHits reports what the kernel recorded about the task's limits.
+	limitHits() limitHits
+	// release frees what the jail holds, once the leader is reaped.
+	release() error
 }
 
-var selfPid = os.Getpid()
+// sweepJail is sweep mode's jail: the process group for signals, the sweeper for
+// what is left.
+type sweepJail struct {
+	marker    string
+	subreaper bool
+	log       *slog.Logger
+}
+
+func (j *sweepJail) terminate(leader int) error { return signalGroup(leader, syscall.SIGTERM) }
+func (j *sweepJail) kill(leader int) error      { return signalGroup(leader, syscall.SIGKILL) }
+func (j *sweepJail) limitHits() limitHits       { return limitHits{} }
+func (j *sweepJail) release() error             { return nil }
+
+func (j *sweepJail) settle(leader int) (int, error) {
+	return sweeps.run(leader, j.marker, j.subreaper, j.log)
+}
 
 // testHookLeaderExited, when set (by tests, before Start), runs in the monitor
 // right after step 1; a test makes it panic to exercise containment.
@@ -67,18 +92,22 @@ func (p *Producer) start(c Command) (*task, error) {
 	if err := supported(); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(c.Command) == "" {
-		return nil, ErrEmptyCommand
+	if p.startErr != nil {
+		return nil, p.startErr
 	}
-	marker := p.prefix + fmt.Sprint(p.seq.Add(1))
+	if err := checkCommand(c.Command); err != nil {
+		return nil, err
+	}
+	lim := c.Limits.or(p.cfg.limits)
+	if lim.any() && p.tree == nil {
+		return nil, fmt.Errorf("%w: %s limits need cgroup containment, and this producer uses %s mode (%s)",
+			ErrLimitsUnavailable, lim.names(), p.mode, p.detail)
+	}
+	seq := p.seq.Add(1)
+	marker := p.prefix + fmt.Sprint(seq)
 	env, err := environ(c.Env, marker)
 	if err != nil {
 		return nil, err
-	}
-	if p.cfg.subreaper {
-		if err := enableSubreaper(); err != nil {
-			p.cfg.logger.Warn("bash: cannot become a child subreaper; orphans go to init", "err", err)
-		}
 	}
 	if c.Dir != "" {
 		// os/exec reports a missing directory as the shell not being found; say what
@@ -89,41 +118,91 @@ func (p *Producer) start(c Command) (*task, error) {
 			return nil, fmt.Errorf("bash: working directory %s is not a directory", c.Dir)
 		}
 	}
+	log := p.cfg.logger.With("marker", marker)
+
+	var (
+		j  jail
+		cg *taskCgroup
+	)
+	if p.tree != nil {
+		cg, err = p.tree.newTask(p.taskDirPrefix()+fmt.Sprint(seq), lim, log)
+		if err != nil {
+			return nil, err
+		}
+		j = cg
+	} else {
+		j = &sweepJail{marker: marker, subreaper: p.cfg.subreaper, log: log}
+	}
+	fail := func(err error) (*task, error) {
+		if cg != nil {
+			if rerr := cg.release(); rerr != nil {
+				log.Warn("bash: removing the cgroup of a task that did not start", "err", rerr)
+			}
+		}
+		return nil, err
+	}
+
+	args := []string{"-c", c.Command}
+	var script *os.File
+	if bigCommand(c.Command) {
+		if script, err = scriptFile(c.Command); err != nil {
+			return fail(fmt.Errorf("bash: handing the command over: %w", err))
+		}
+		defer script.Close()
+		args = []string{"-c", fdScript}
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("bash: output pipe: %w", err)
+		return fail(fmt.Errorf("bash: output pipe: %w", err))
 	}
-	cmd := exec.Command(p.cfg.shell, "-c", c.Command)
+	cmd := exec.Command(p.cfg.shell, args...)
 	cmd.Dir = c.Dir
 	cmd.Env = env
 	cmd.Stdout = pw // one pipe for both: output merged in arrival order
 	cmd.Stderr = pw
-	cmd.SysProcAttr = sysProcAttr()
-	err = cmd.Start()
+	if script != nil {
+		cmd.ExtraFiles = []*os.File{script} // descriptor 3
+	}
+	// A new session detaches the command from any controlling terminal; sweep mode
+	// also finds the task by it. In cgroup mode, when this process has no terminal
+	// to detach from, a new process group is enough, and saves what a session costs
+	// (a scheduler autogroup per command, about 0.3 to 0.5 ms on a loaded machine).
+	err = spawn(cmd, cg, cg == nil || p.ctty)
 	if cerr := pw.Close(); err == nil && cerr != nil {
 		err = cerr // unreachable in practice; the child would hold the only writer
 	}
 	if err != nil {
 		if cmd.Process != nil {
+			if cg != nil {
+				_ = cg.kill(cmd.Process.Pid)
+			}
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+			if cg != nil {
+				_ = waitFor(cg.dir+"/cgroup.events", sweepTimeout, func() bool { return populated(cg.dir) != 1 })
+			}
 		}
 		_ = pr.Close()
-		return nil, fmt.Errorf("bash: start %q: %w", label(c.Command), err)
+		return fail(fmt.Errorf("bash: start %q: %w", shortLabel(c.Command), err))
 	}
+	if cg != nil {
+		cg.closeFD()
+	}
+	leaders.add(cmd.Process.Pid, marker)
 	t := &task{
 		cfg:       p.cfg,
-		log:       p.cfg.logger.With("pid", cmd.Process.Pid, "marker", marker),
+		log:       log.With("pid", cmd.Process.Pid),
 		cmd:       cmd,
 		pid:       cmd.Process.Pid,
 		marker:    marker,
+		jail:      j,
 		out:       newOutput(p.cfg),
 		pipe:      pr,
 		cancelled: make(chan struct{}),
 		exitCode:  -1,
 		done:      make(chan messages.Outcome, 1),
 	}
-	t.log.Debug("bash task started", "command", label(c.Command))
+	t.log.Debug("bash task started", "command", shortLabel(c.Command), "containment", p.mode.String())
 	go t.monitor()
 	return t, nil
 }
@@ -160,10 +239,12 @@ func (t *task) cancelReason() string {
 // the work without repeating a step.
 type progress struct {
 	exited    bool           // the exit waiter reported
+	settled   bool           // the jail settled
 	reaped    bool           // os/exec reaped the leader
 	drained   bool           // the reader reported
+	released  bool           // the jail was released
 	cancelled bool           // Cancel arrived before the leader's exit
-	sent      syscall.Signal // the last signal sent to the group (0: none)
+	sent      syscall.Signal // the last signal sent to the task (0: none)
 	readErr   error          // the reader's error, if it failed
 }
 
@@ -179,8 +260,9 @@ func (t *task) monitor() {
 	t.done <- o
 }
 
-// lifecycle runs steps 1 to 4 and returns the outcome. A panic is contained: the
-// task is then killed, swept, reaped and drained all the same, and fails.
+// lifecycle runs steps 1 to 5 and returns the outcome. A panic is contained: the
+// task is then killed, settled, reaped, drained and released all the same, and
+// fails.
 func (t *task) lifecycle(exited, drained <-chan error) (o messages.Outcome) {
 	pr := &progress{}
 	defer func() {
@@ -196,8 +278,9 @@ func (t *task) lifecycle(exited, drained <-chan error) (o messages.Outcome) {
 	if testHookLeaderExited != nil {
 		testHookLeaderExited()
 	}
-	// 2. Kill and reap whatever is left of the task.
-	leftovers, sweepErr := t.sweep()
+	// 2. Kill whatever is left of the task.
+	leftovers, settleErr := t.jail.settle(t.pid)
+	pr.settled = true
 	// 3. Reap the leader.
 	state, err := t.reapLeader(pr)
 	if err != nil {
@@ -205,16 +288,23 @@ func (t *task) lifecycle(exited, drained <-chan error) (o messages.Outcome) {
 	}
 	// 4. Drain the output pipe.
 	drainNote := t.drain(pr, drained)
+	// 5. Read the limits hit, release the jail.
+	hits := t.jail.limitHits()
+	releaseErr := t.jail.release()
+	pr.released = true
 
-	o = t.decide(pr, state, leftovers)
-	if sweepErr != nil {
-		o.Status, o.Detail = messages.Failed, o.Detail+"; "+sweepErr.Error()
+	o = t.decide(pr, state, leftovers, hits)
+	if settleErr != nil {
+		o.Status, o.Detail = messages.Failed, o.Detail+"; "+settleErr.Error()
 	}
 	if pr.readErr != nil {
 		o.Status, o.Detail = messages.Failed, o.Detail+"; reading output: "+pr.readErr.Error()
 	}
 	if drainNote != "" {
 		o.Detail += "; " + drainNote
+	}
+	if releaseErr != nil {
+		t.log.Warn("bash: removing the task's cgroup", "err", releaseErr)
 	}
 	return o
 }
@@ -266,138 +356,26 @@ func (t *task) awaitLeader(pr *progress, exited, drained <-chan error) error {
 	}
 }
 
-// signal sends sig to the task's process group. Only called before the leader is
+// signal sends sig to the task's processes. Only called before the leader is
 // reaped.
 func (t *task) signal(pr *progress, sig syscall.Signal) {
 	pr.sent = sig
-	if err := signalGroup(t.pid, sig); err != nil {
-		t.log.Warn("bash: signalling the process group", "signal", signalName(sig), "err", err)
+	var err error
+	if sig == syscall.SIGKILL {
+		err = t.jail.kill(t.pid)
+	} else {
+		err = t.jail.terminate(t.pid)
 	}
-}
-
-// sweep is step 2: until no process of the task is left, SIGKILL the live ones and
-// reap the orphaned zombies that are children of this process. It returns how many
-// live processes it killed.
-//
-// It stops only after a scan of /proc that saw nothing of the task. A process
-// forked while a scan is under way can be missed by it (after pid wrap-around it may
-// get a pid the scan has passed), but then its parent or an ancestor, which only
-// this process reaps once orphaned, is seen by that scan, and the next scan finds it.
-func (t *task) sweep() (int, error) {
-	known := map[int]uint64{} // pid → start time of processes identified as this task's
-	killed := map[procInfo]bool{}
-	deadline := time.Now().Add(sweepTimeout)
-	backoff := 500 * time.Microsecond
-	unsureUntil := time.Now().Add(maxUnsure)
-	for {
-		procs, err := scanProcs()
-		if err != nil {
-			return len(killed), fmt.Errorf("finding leftover processes: %w", err)
-		}
-		ours, unreadable := t.classify(procs, known)
-		seen, alive := 0, 0
-		for _, p := range ours {
-			switch {
-			case p.pid == t.pid: // the leader: os/exec reaps it in step 3
-			case p.zombie && p.ppid == selfPid:
-				reapOrphan(p)
-				seen++
-			case p.zombie:
-				if _, parentOurs := ours[p.ppid]; parentOurs {
-					seen++ // re-parented to us once its parent dies
-				}
-			default:
-				if err := killProc(p); err != nil {
-					t.log.Warn("bash: killing leftover process", "leftover", p.pid, "err", err)
-				}
-				killed[procInfo{pid: p.pid, start: p.start}] = true
-				seen++
-				alive++
-			}
-		}
-		if seen == 0 && unreadable > 0 && time.Now().Before(unsureUntil) {
-			// A candidate was in the middle of execve: look again shortly.
-			pause(time.Millisecond)
-			continue
-		}
-		if seen == 0 {
-			if len(killed) > 0 {
-				t.log.Info("bash task: killed leftover processes", "count", len(killed))
-			}
-			return len(killed), nil
-		}
-		if time.Now().After(deadline) {
-			return len(killed), fmt.Errorf("%d processes survived SIGKILL for %s", alive, sweepTimeout)
-		}
-		if alive == 0 {
-			continue // only reaped: look again at once
-		}
-		pause(backoff) // give SIGKILL time to land
-		backoff = min(2*backoff, 20*time.Millisecond)
+	if err != nil {
+		t.log.Warn("bash: signalling the task", "signal", signalName(sig), "err", err)
 	}
-}
-
-// maxUnsure bounds the time spent waiting for candidates caught in the middle of
-// execve, whose marker cannot be read yet. An exec completes in microseconds; the
-// bound only matters on a machine so loaded that it stalls for this long.
-const maxUnsure = 2 * time.Second
-
-// classify picks the task's processes out of procs: those in its session or process
-// group, those whose start time was recorded as the task's, children of this process
-// carrying the task's marker (escaped with setsid and orphaned), and every
-// descendant of any of these. It records the live ones in known, so that they are
-// still recognised as zombies, whose environment is gone. unreadable counts the
-// candidates whose environment could not be read, so their marker is unknown.
-func (t *task) classify(procs []procInfo, known map[int]uint64) (ours map[int]procInfo, unreadable int) {
-	ours = map[int]procInfo{}
-	children := map[int][]procInfo{}
-	for _, p := range procs {
-		if p.pid == selfPid || p.kthread {
-			continue
-		}
-		children[p.ppid] = append(children[p.ppid], p)
-		switch {
-		case p.sid == t.pid || p.pgrp == t.pid:
-		case known[p.pid] == p.start && p.start != 0:
-		case !p.zombie && (p.ppid == selfPid || !t.cfg.subreaper):
-			m, ok := environMarker(p.pid)
-			if !ok {
-				unreadable++
-			}
-			if m != t.marker {
-				continue
-			}
-		default:
-			continue
-		}
-		ours[p.pid] = p
-	}
-	queue := make([]int, 0, len(ours))
-	for pid := range ours {
-		queue = append(queue, pid)
-	}
-	for len(queue) > 0 {
-		pid := queue[len(queue)-1]
-		queue = queue[:len(queue)-1]
-		for _, c := range children[pid] {
-			if _, seen := ours[c.pid]; !seen {
-				ours[c.pid] = c
-				queue = append(queue, c.pid)
-			}
-		}
-	}
-	for _, p := range ours {
-		if !p.zombie {
-			known[p.pid] = p.start
-		}
-	}
-	return ours, unreadable
 }
 
 // reapLeader is step 3.
 func (t *task) reapLeader(pr *progress) (*os.ProcessState, error) {
 	err := t.cmd.Wait()
 	pr.reaped = true
+	leaders.remove(t.pid, t.marker)
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		return nil, fmt.Errorf("reaping the shell: %w", err)
@@ -458,19 +436,29 @@ func (t *task) readAll() error {
 
 // decide turns the leader's wait status into the Outcome. A command we cancelled is
 // killed by the signal that ended the leader, or by the last signal we sent when the
-// leader exited on its own after it (a trap); anything else is completed with its
-// exit code, or killed by the signal that ended it.
-func (t *task) decide(pr *progress, state *os.ProcessState, leftovers int) messages.Outcome {
+// leader exited on its own after it (a trap); a leader killed by the OOM killer is
+// killed by its memory limit; anything else is completed with its exit code, or
+// killed by the signal that ended it. Limits the task hit are named in the detail.
+func (t *task) decide(pr *progress, state *os.ProcessState, leftovers int, hits limitHits) messages.Outcome {
 	ws, _ := state.Sys().(syscall.WaitStatus)
+	note := hits.note()
+	with := func(detail string) string {
+		if note == "" {
+			return detail
+		}
+		return detail + "; " + note
+	}
 	switch {
 	case pr.cancelled:
 		sig := pr.sent
 		if ws.Signaled() {
 			sig = ws.Signal()
 		}
-		return messages.Outcome{Status: messages.Killed, Detail: "signal: " + signalName(sig)}
+		return messages.Outcome{Status: messages.Killed, Detail: with("signal: " + signalName(sig))}
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && hits.oomKills > 0:
+		return messages.Outcome{Status: messages.Killed, Detail: note}
 	case ws.Signaled():
-		return messages.Outcome{Status: messages.Killed, Detail: "signal: " + signalName(ws.Signal())}
+		return messages.Outcome{Status: messages.Killed, Detail: with("signal: " + signalName(ws.Signal()))}
 	}
 	t.exitCode = ws.ExitStatus()
 	detail := fmt.Sprintf("exit code: %d", t.exitCode)
@@ -480,21 +468,25 @@ func (t *task) decide(pr *progress, state *os.ProcessState, leftovers int) messa
 	case leftovers > 1:
 		detail += fmt.Sprintf("; killed %d leftover processes", leftovers)
 	}
-	return messages.Outcome{Status: messages.Completed, Detail: detail}
+	return messages.Outcome{Status: messages.Completed, Detail: with(detail)}
 }
 
-// salvage ends a lifecycle that went wrong: it kills, sweeps, reaps and drains
-// whatever the normal path did not, each step contained, and returns a failure.
+// salvage ends a lifecycle that went wrong: it kills, settles, reaps, drains and
+// releases whatever the normal path did not, each step contained, and returns a
+// failure.
 func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) messages.Outcome {
 	t.log.Error("bash task failed internally; killing it", "err", cause)
 	if !pr.exited {
 		if !pr.reaped {
-			_ = contain(func() error { return signalGroup(t.pid, syscall.SIGKILL) })
+			_ = contain(func() error { return t.jail.kill(t.pid) })
 		}
 		<-exited
 		pr.exited = true
 	}
-	_ = contain(func() error { _, err := t.sweep(); return err })
+	if !pr.settled {
+		_ = contain(func() error { _, err := t.jail.settle(t.pid); return err })
+		pr.settled = true
+	}
 	if !pr.reaped {
 		_ = contain(func() error { _, err := t.reapLeader(pr); return err })
 	}
@@ -509,6 +501,10 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 		pr.drained = true
 	}
 	t.closePipe()
+	if !pr.released {
+		_ = contain(t.jail.release)
+		pr.released = true
+	}
 	return messages.Outcome{Status: messages.Failed, Detail: "internal error: " + cause.Error()}
 }
 

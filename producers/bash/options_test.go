@@ -1,0 +1,85 @@
+//go:build linux
+
+package bash
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// configOf applies opts to the default configuration.
+func configOf(opts ...Option) config {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	return cfg
+}
+
+// One rule for every option: a zero or negative value keeps the default.
+func TestZeroAndNegativeOptionValuesKeepTheDefaults(t *testing.T) {
+	for _, v := range []int{0, -1} {
+		opts := map[string]Option{
+			"WithGrace":         WithGrace(time.Duration(v)),
+			"WithMaxRead":       WithMaxRead(v),
+			"WithOutputMemory":  WithOutputMemory(v, v),
+			"WithSpillDir":      WithSpillDir(""),
+			"WithSpillCap":      WithSpillCap(int64(v)),
+			"WithDrainTimeout":  WithDrainTimeout(time.Duration(v)),
+			"WithShell":         WithShell(""),
+			"WithLogger":        WithLogger(nil),
+			"WithContainment":   WithContainment(Containment(0)),
+			"WithCgroupRoot":    WithCgroupRoot(""),
+			"WithMaxProcesses":  WithMaxProcesses(v),
+			"WithMemoryLimit":   WithMemoryLimit(int64(v)),
+			"WithCPULimit":      WithCPULimit(float64(v)),
+			"Command.Limits.or": optionFunc(func(c *config) { c.limits = Limits{Processes: v, Memory: int64(v), CPU: float64(v)}.or(c.limits) }),
+		}
+		for name, opt := range opts {
+			t.Run(name+" keeps the default for a value of "+time.Duration(v).String(), func(t *testing.T) {
+				assert.Equal(t, defaultConfig(), configOf(opt))
+			})
+		}
+	}
+}
+
+func TestExplicitNoneOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  Option
+		want func(c config) bool
+	}{
+		{"WithoutGrace sends SIGKILL right after SIGTERM", WithoutGrace(), func(c config) bool { return c.grace == 0 }},
+		{"WithoutSpill disables spill files", WithoutSpill(), func(c config) bool { return c.spillCap == 0 }},
+		{"WithoutSubreaper keeps the process from becoming a subreaper", WithoutSubreaper(), func(c config) bool { return !c.subreaper }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.True(t, tc.want(configOf(WithGrace(time.Minute), WithSpillCap(1<<20), tc.opt)))
+		})
+	}
+	t.Run("a small positive value is raised to the minimum", func(t *testing.T) {
+		cfg := configOf(WithMaxRead(1), WithOutputMemory(1, 1))
+		assert.Equal(t, minMaxRead, cfg.maxRead)
+		assert.Equal(t, minTail, cfg.tail)
+		assert.Equal(t, 1, cfg.head)
+	})
+}
+
+// WithoutGrace ends a command that ignores SIGTERM with the SIGKILL that follows at
+// once.
+func TestWithoutGraceKillsATermIgnoringCommand(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode Option) {
+		p := newTestProducer(t, mode, WithoutGrace())
+		h := startTask(t, p, Command{Command: "trap '' TERM; echo ready; sleep 1000"})
+		readUntil(t, h, "ready", settleLimit)
+		require.NoError(t, h.Cancel("now"))
+		assert.Equal(t, messages.Outcome{Status: messages.Killed, Detail: "signal: SIGKILL"}, h.awaitDone(t, settleLimit))
+		requireQuiet(t, p)
+	})
+}
