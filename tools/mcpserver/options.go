@@ -10,7 +10,7 @@ const (
 	// DefaultSessionTimeout is how long an HTTP session may stay idle (no request)
 	// before it is closed and its tasks are killed.
 	DefaultSessionTimeout = 30 * time.Minute
-	// DefaultMaxRequestBytes caps one HTTP request body and one stdio message.
+	// DefaultMaxRequestBytes caps one HTTP request body.
 	DefaultMaxRequestBytes = 1 << 20
 	// ProgressInterval is how often a foreground bash command that was called with
 	// a progress token reports progress.
@@ -85,9 +85,11 @@ func WithoutSessionTimeout() Option {
 	return optionFunc(func(c *config) { c.sessionTimeout = 0 })
 }
 
-// WithMaxRequestBytes caps the size of one HTTP request body (larger ones are
-// refused with 413 and change nothing) and of one stdio message (default
-// DefaultMaxRequestBytes). Values <= 0 keep the default.
+// WithMaxRequestBytes caps the size of one HTTP request body; larger ones are
+// refused with 413 and change nothing (default DefaultMaxRequestBytes). Values <= 0
+// keep the default. (On stdio the SDK bounds one message to
+// mcp.DefaultMaxLineLength; a stream cannot skip a message, so a larger one ends
+// the session.)
 func WithMaxRequestBytes(n int64) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {

@@ -68,7 +68,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.killGrace, "kill-grace", bash.DefaultGrace, "time between SIGTERM and SIGKILL when a command is killed")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", mcpserver.DefaultSessionTimeout, "HTTP: close a session idle this long, killing its tasks (0: never)")
 	fs.StringVar(&o.token, "token", "", "HTTP: require this bearer `token` (default $"+tokenEnv+"); required when ADDR is not loopback")
-	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "largest request body (HTTP) or message (stdio), in `bytes`")
+	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -147,7 +147,7 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	var hs *http.Server
 	if o.httpAddr == "" {
 		serve = goErr(func() error {
-			return srv.Serve(context.Background(), &mcp.IOTransport{Reader: stdin, Writer: stdout, MaxLineLength: int(o.maxRequest)})
+			return srv.Serve(context.Background(), &mcp.IOTransport{Reader: stdin, Writer: stdout})
 		})
 	} else {
 		ln, err := net.Listen("tcp", o.httpAddr)
