@@ -365,11 +365,6 @@ func (s *Server) handler(t tools.Tool) mcp.ToolHandler {
 			})
 		}
 		r := t.Call(callCtx, sess.owner, req.Params.Arguments)
-		if t.Name() == tools.TaskKillName && !r.IsError {
-			// The model knows how the task ended now, even when the kill found
-			// it finished already.
-			sess.seen(req.Params.Arguments)
-		}
 		res := toResult(r)
 		for _, text := range sess.takeNotices() {
 			res.Content = append(res.Content, &mcp.TextContent{Text: text})

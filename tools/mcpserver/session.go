@@ -2,16 +2,13 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskrt/taskrt/messages"
-	"github.com/taskrt/taskrt/tools"
 )
 
 // LogLogger is the logger name of the notices sent as notifications/message.
@@ -118,20 +115,6 @@ func (s *session) takeNotices() []string {
 		out = append(out, n.text)
 	}
 	return out
-}
-
-// seen drops the pending notice of the task named by a task_kill call's
-// arguments: whether the kill stopped the task or found it finished, the model has
-// its final state. (The runtime marks a task reported when a kill stops it; one that
-// finds it terminal, the runtime does not mark yet.)
-func (s *session) seen(killArgs json.RawMessage) {
-	var a tools.KillArgs
-	if json.Unmarshal(killArgs, &a) != nil || a.TaskID == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pending = slices.DeleteFunc(s.pending, func(n notice) bool { return n.id == messages.TaskID(a.TaskID) })
 }
 
 // sendLogs sends the queued notices as log messages until the session ends. The
