@@ -200,23 +200,28 @@ func TestBackground(t *testing.T) {
 }
 
 func TestNotices(t *testing.T) {
-	notice := "background task bash-1 (bash: echo done) finished [status: completed, exit code: 0]. Read its output with task_output."
-	list := "bash-1 [bash] completed — echo done"
-	// finished starts "echo done" in the background and returns once its notice
-	// reached the client as a log message (and so is queued for the next result).
-	finished := func(t *testing.T) *client {
+	// finished starts a background command held on a fifo, lets it finish once the
+	// start's result is in (so that the notice cannot ride on that result), and
+	// returns once its notice reached the client as a log message — by then it is
+	// queued for the next result. It returns the notice and the task_list line.
+	finished := func(t *testing.T) (c *client, notice, list string) {
 		srv := newServer(t)
-		c, _ := serve(t, srv)
+		c, _ = serve(t, srv)
 		c.setLogLevel(t)
-		c.call(t, "bash", map[string]any{"command": "echo done", "run_in_background": true})
+		gate := fifo(t)
+		cmd := "cat " + gate + "; echo done"
+		notice = "background task bash-1 (bash: " + cmd + ") finished [status: completed, exit code: 0]. Read its output with task_output."
+		list = "bash-1 [bash] completed — " + cmd
+		c.call(t, "bash", map[string]any{"command": cmd, "run_in_background": true})
+		release(t, gate, "x")
 		l := c.nextLog(t)
 		if l.Logger != "taskrt" || l.Level != "info" || l.Data != notice {
 			t.Fatalf("log message = %+v, want logger taskrt, level info, data %q", l, notice)
 		}
-		return c
+		return c, notice, list
 	}
 	t.Run("arrives as a log message and is appended to the next result exactly once", func(t *testing.T) {
-		c := finished(t)
+		c, notice, list := finished(t)
 		if got, want := texts(t, c.call(t, "task_list", map[string]any{})), []string{list, notice}; !slices.Equal(got, want) {
 			t.Errorf("next result = %q, want %q", got, want)
 		}
@@ -229,13 +234,13 @@ func TestNotices(t *testing.T) {
 		args       map[string]any
 		want       string
 	}{
-		{"is dropped when the model read the final state meanwhile", "task_output", map[string]any{"task_id": "bash-1"}, "done\n[status: completed, exit code: 0]"},
-		{"is dropped when the model waited on the task meanwhile", "task_output", map[string]any{"task_id": "bash-1", "wait": true}, "done\n[status: completed, exit code: 0]"},
+		{"is dropped when the model read the final state meanwhile", "task_output", map[string]any{"task_id": "bash-1"}, "x\ndone\n[status: completed, exit code: 0]"},
+		{"is dropped when the model waited on the task meanwhile", "task_output", map[string]any{"task_id": "bash-1", "wait": true}, "x\ndone\n[status: completed, exit code: 0]"},
 		{"is dropped when the model killed the finished task meanwhile", "task_kill", map[string]any{"task_id": "bash-1"}, "[status: completed, exit code: 0]"},
 	}
 	for _, tc := range dropped {
 		t.Run(tc.name, func(t *testing.T) {
-			c := finished(t)
+			c, _, list := finished(t)
 			if got, want := texts(t, c.call(t, tc.tool, tc.args)), []string{tc.want}; !slices.Equal(got, want) {
 				t.Errorf("%s = %q, want %q (no notice)", tc.tool, got, want)
 			}
@@ -245,7 +250,7 @@ func TestNotices(t *testing.T) {
 		})
 	}
 	t.Run("is appended to a tool error too", func(t *testing.T) {
-		c := finished(t)
+		c, notice, _ := finished(t)
 		res := c.call(t, "task_output", map[string]any{"task_id": "bash-9"})
 		if got, want := texts(t, res), []string{"task not found: bash-9", notice}; !slices.Equal(got, want) || !res.IsError {
 			t.Errorf("got %q (isError %v), want %q (isError true)", got, res.IsError, want)

@@ -81,7 +81,15 @@ type proc struct {
 // The client is closed at the end of the test (which closes the server's stdin).
 func start(t *testing.T, rec *bytes.Buffer, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, rec, nil, args...)
+}
+
+// startEnv is start with extra environment entries for the server (and so for its
+// commands).
+func startEnv(t *testing.T, rec *bytes.Buffer, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.Command(binary(t), args...), logs: make(chan *mcp.LoggingMessageParams, 16), stderr: newWatcher()}
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.stderr
 	var tr mcp.Transport = &mcp.CommandTransport{Command: p.cmd, TerminateDuration: time.Minute}
 	if rec != nil {
@@ -243,7 +251,13 @@ func exitCode(t *testing.T, p *proc) int {
 
 func TestStdioSession(t *testing.T) {
 	var rec bytes.Buffer
-	p := start(t, &rec)
+	// The background command waits on a fifo until the test has the start's
+	// result, so that its notice cannot ride on that result.
+	gate := filepath.Join(t.TempDir(), "gate")
+	if err := syscall.Mkfifo(gate, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startEnv(t, &rec, []string{"BUILD_GATE=" + gate})
 	if err := p.cs.SetLoggingLevel(bg, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}
@@ -267,11 +281,18 @@ func TestStdioSession(t *testing.T) {
 		}
 	})
 	t.Run("a background command is started, notified and collected", func(t *testing.T) {
-		cmd := "echo building; sleep 1; echo built"
+		cmd := `echo building; cat "$BUILD_GATE"; echo built`
 		if got, want := p.call(t, "bash", map[string]any{"command": cmd, "run_in_background": true}),
 			[]string{"started background task bash-1 (bash: " + cmd + "). You will be notified when it finishes; read its output with task_output."}; !slices.Equal(got, want) {
 			t.Errorf("start = %q, want %q", got, want)
 		}
+		// Opening the fifo blocks until the command reads it; closing it ends the
+		// command's cat.
+		f, err := os.OpenFile(gate, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
 		notice := "background task bash-1 (bash: " + cmd + ") finished [status: completed, exit code: 0]. Read its output with task_output."
 		select {
 		case l := <-p.logs:
