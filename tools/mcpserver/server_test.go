@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -117,44 +118,58 @@ func TestForeground(t *testing.T) {
 func TestForegroundProgress(t *testing.T) {
 	srv := newServer(t)
 	c, _ := serve(t, srv)
+	gate1, gate2 := fifo(t), fifo(t)
 	params := &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
-		"command": "for i in 1 2 3; do echo line-$i; sleep 1; done",
+		"command": fmt.Sprintf("echo line-1; cat %s; echo line-2; cat %s; echo line-3", gate1, gate2),
 	}}
 	params.SetProgressToken("tok-1")
-	res, err := c.cs.CallTool(bg, params)
-	if err != nil {
-		t.Fatal(err)
+	type result struct {
+		res *mcp.CallToolResult
+		err error
 	}
-	t.Run("the result is the tool's text", func(t *testing.T) {
-		want := "line-1\nline-2\nline-3\n[status: completed, exit code: 0]"
-		if got := texts(t, res); !slices.Equal(got, []string{want}) {
-			t.Errorf("got %q, want %q", got, want)
-		}
-	})
-	t.Run("a progress notification per second carries the latest output line", func(t *testing.T) {
-		// The command runs for three seconds: the first report is certain; more
-		// depend on the scheduler, so only their shape is checked.
-		var got []*mcp.ProgressNotificationParams
-		got = append(got, <-c.progress)
-	more:
+	done := make(chan result, 1)
+	go func() {
+		res, err := c.cs.CallTool(bg, params)
+		done <- result{res, err}
+	}()
+	// Each report carries the latest line; the command holds on a fifo until the
+	// test has seen the line it expects.
+	var last float64
+	awaitLine := func(t *testing.T, want string) {
+		t.Helper()
+		deadline := time.After(time.Minute)
 		for {
 			select {
 			case p := <-c.progress:
-				got = append(got, p)
-			default:
-				break more
+				if p.ProgressToken != "tok-1" {
+					t.Errorf("token %v, want tok-1", p.ProgressToken)
+				}
+				if p.Progress <= last {
+					t.Errorf("progress %v after %v: want it to grow", p.Progress, last)
+				}
+				last = p.Progress
+				if p.Message == want {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no progress report with %q within a minute", want)
 			}
 		}
-		for i, p := range got {
-			if p.ProgressToken != "tok-1" {
-				t.Errorf("report %d: token %v, want tok-1", i, p.ProgressToken)
-			}
-			if p.Progress != float64(i+1) {
-				t.Errorf("report %d: progress %v, want %d (seconds run)", i, p.Progress, i+1)
-			}
-			if !slices.Contains([]string{"line-1", "line-2", "line-3"}, p.Message) {
-				t.Errorf("report %d: message %q, want the latest line", i, p.Message)
-			}
+	}
+	t.Run("a report per second carries the latest output line", func(t *testing.T) {
+		awaitLine(t, "line-1")
+		release(t, gate1, "")
+		awaitLine(t, "line-2")
+		release(t, gate2, "")
+	})
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Run("the result is the tool's text", func(t *testing.T) {
+		want := "line-1\n\nline-2\n\nline-3\n[status: completed, exit code: 0]"
+		if got := texts(t, r.res); !slices.Equal(got, []string{want}) {
+			t.Errorf("got %q, want %q", got, want)
 		}
 	})
 }
