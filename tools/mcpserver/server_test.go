@@ -3,6 +3,7 @@
 package mcpserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -434,6 +435,32 @@ func TestSessionEnd(t *testing.T) {
 		}
 		if got := srv.Runtime().Stats(); got.Agents != 0 || got.Running != 0 {
 			t.Errorf("runtime after the session = %+v, want no agent and no running task", got)
+		}
+	})
+	t.Run("cancelling Serve's context ends the session and kills its processes", func(t *testing.T) {
+		srv := newServer(t)
+		ct, st := mcp.NewInMemoryTransports()
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ctx, st) }()
+		mc, c := newClient()
+		cs, err := mc.Connect(bg, ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		c.cs = cs
+		mark := newMark(t)
+		c.call(t, "bash", map[string]any{"command": marked(mark, "sleep 300"), "run_in_background": true})
+		awaitMarked(t, mark, 1)
+		cancel()
+		if err := <-served; !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve = %v, want context.Canceled", err)
+		}
+		assertNoMarked(t, mark)
+		if err := cs.Wait(); err != nil && !errors.Is(err, mcp.ErrConnectionClosed) {
+			t.Logf("client ended with %v", err)
 		}
 	})
 	t.Run("Close ends every session and kills every process", func(t *testing.T) {
