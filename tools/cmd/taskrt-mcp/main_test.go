@@ -236,6 +236,21 @@ func awaitGone(t *testing.T, mark string) {
 	pollProcs(t, func() bool { return len(markedPIDs(mark)) == 0 }, "the marked processes to be gone")
 }
 
+// ignoresTERM reports whether process pid ignores SIGTERM (bit 15 of SigIgn).
+func ignoresTERM(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			return err == nil && mask&(1<<(uint(syscall.SIGTERM)-1)) != 0
+		}
+	}
+	return false
+}
+
 // exitCode waits for the server process and returns its exit status.
 func exitCode(t *testing.T, p *proc) int {
 	t.Helper()
@@ -370,7 +385,9 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	p := start(t, nil, "-kill-grace", "10m")
 	mark := newMark()
 	p.call(t, "bash", map[string]any{"command": marked(mark, "trap '' TERM; sleep 300"), "run_in_background": true})
-	awaitMarked(t, mark, 1)
+	// The shell exists before its trap does: wait for a process that ignores
+	// SIGTERM (the sleep inherits the ignored disposition).
+	pollProcs(t, func() bool { return slices.ContainsFunc(markedPIDs(mark), ignoresTERM) }, "the task to ignore SIGTERM")
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +405,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Errorf("exit status %d, want 1; stderr:\n%s", code, p.stderr)
 	}
 	if len(left) == 0 {
-		t.Error("the task was gone: the server waited for the grace period instead of exiting at once")
+		t.Errorf("the task was gone: the server waited for the grace period instead of exiting at once (exit %d); stderr:\n%s", code, p.stderr)
 	}
 	awaitGone(t, mark)
 }
