@@ -287,6 +287,9 @@ func (c *captureWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // short abbreviates a session id for the transcript.
 func short(sid string) string {
+	if sid == "" {
+		return "none"
+	}
 	if len(sid) > 8 {
 		return sid[:8]
 	}
