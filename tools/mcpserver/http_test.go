@@ -415,7 +415,9 @@ func TestHTTPDelete(t *testing.T) {
 }
 
 func TestHTTPIdleTimeout(t *testing.T) {
-	srv := newServer(t, mcpserver.WithSessionTimeout(300*time.Millisecond))
+	// Long enough that a loaded machine does not time the session out between
+	// the requests that set it up.
+	srv := newServer(t, mcpserver.WithSessionTimeout(time.Second))
 	hs := httpServer(t, srv, "", nil)
 	r := newRaw(t, hs, "")
 	r.initialize()

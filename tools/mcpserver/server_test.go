@@ -96,8 +96,8 @@ func TestForeground(t *testing.T) {
 	}{
 		{"returns the output and the exit code", map[string]any{"command": "echo hello; echo oops >&2"}, "hello\noops\n[status: completed, exit code: 0]"},
 		{"a failing command is not a tool error", map[string]any{"command": "exit 3"}, "[status: completed, exit code: 3]"},
-		{"the timeout kills the command", map[string]any{"command": "echo before; sleep 60", "timeout_ms": 300},
-			"before\n(timed out after 300 ms; the command and its process group were killed)\n[status: killed, signal: SIGTERM]"},
+		{"the timeout kills the command", map[string]any{"command": "sleep 60", "timeout_ms": 300},
+			"(timed out after 300 ms; the command and its process group were killed)\n[status: killed, signal: SIGTERM]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
