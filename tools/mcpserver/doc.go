@@ -6,8 +6,9 @@
 // # Tools
 //
 // The tools are package tools' own, unchanged: bash (foreground, or with
-// run_in_background: true a background task), task_output, task_list and
-// task_kill, with the same names, descriptions, input schemas and result strings.
+// run_in_background: true a background task) and every tool of tools.TaskTools
+// (task_output, task_list, task_kill, task_wait), with the same names,
+// descriptions, input schemas and result strings.
 // A result that carries a tools.Handle (a background start) returns it as
 // structuredContent, {"kind":"background","task_id":"bash-1"}, beside the text.
 // Bad arguments and failures are tool errors (isError: true) with the tool's

@@ -82,8 +82,9 @@ const (
 )
 
 // New creates a Server: a runtime, a bash producer, the task tools attached to the
-// runtime, and an MCP server offering bash, task_output, task_list and task_kill
-// with the names, descriptions and schemas package tools defines.
+// runtime, and an MCP server offering bash and the task tools (task_output,
+// task_list, task_kill, task_wait: whatever tools.TaskTools offers) with the names,
+// descriptions and schemas package tools defines.
 func New(opts ...Option) (*Server, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {

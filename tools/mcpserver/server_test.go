@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/tools"
 	"github.com/taskrt/taskrt/tools/mcpserver"
@@ -47,10 +48,39 @@ func TestToolList(t *testing.T) {
 			})
 		})
 	}
-	slices.Sort(names)
-	if want := []string{"bash", "task_kill", "task_list", "task_output"}; !slices.Equal(names, want) {
-		t.Errorf("tools = %v, want %v", names, want)
+	t.Run("the tools are bash and every task tool, nothing else", func(t *testing.T) {
+		want := []string{"bash"}
+		for _, tool := range taskTools(t) {
+			want = append(want, tool.Name())
+		}
+		slices.Sort(names)
+		slices.Sort(want)
+		if !slices.Equal(names, want) {
+			t.Errorf("tools = %v, want %v", names, want)
+		}
+		for _, name := range []string{"bash", "task_output", "task_list", "task_kill"} {
+			if !slices.Contains(names, name) {
+				t.Errorf("%s is missing", name)
+			}
+		}
+	})
+}
+
+// taskTools returns the tools package's task tools, from a runtime of their own.
+func taskTools(t *testing.T) []tools.Tool {
+	t.Helper()
+	rt, err := actors.NewRuntime()
+	if err != nil {
+		t.Fatal(err)
 	}
+	tt := tools.NewTaskTools(rt)
+	defer func() {
+		tt.Close()
+		if err := rt.Close(bg); err != nil {
+			t.Error(err)
+		}
+	}()
+	return tt.Tools()
 }
 
 // parseDescriptions reads descriptions.golden: "== name" lines, each followed by

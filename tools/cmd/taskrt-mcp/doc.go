@@ -1,5 +1,5 @@
 // Command taskrt-mcp serves taskrt's background-task tools (bash with
-// run_in_background, task_output, task_list, task_kill) to any MCP client, one
+// run_in_background, task_output, task_list, task_kill, task_wait) to any MCP client, one
 // owner per MCP session: a session's tasks are its own, and when a session ends,
 // every process it started is gone.
 //

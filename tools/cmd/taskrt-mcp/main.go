@@ -25,7 +25,7 @@ import (
 const tokenEnv = "TASKRT_MCP_TOKEN"
 
 const usage = `taskrt-mcp serves taskrt's background-task tools over MCP: bash (with
-run_in_background), task_output, task_list and task_kill. Each MCP session owns its
+run_in_background), task_output, task_list, task_kill and task_wait. Each MCP session owns its
 tasks; when a session ends, every process it started is killed and gone.
 
 Usage:

@@ -276,7 +276,7 @@ func TestStdioSession(t *testing.T) {
 	if err := p.cs.SetLoggingLevel(bg, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Run("lists the four tools", func(t *testing.T) {
+	t.Run("lists bash and the task tools", func(t *testing.T) {
 		res, err := p.cs.ListTools(bg, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -285,9 +285,10 @@ func TestStdioSession(t *testing.T) {
 		for _, tool := range res.Tools {
 			names = append(names, tool.Name)
 		}
-		slices.Sort(names)
-		if want := []string{"bash", "task_kill", "task_list", "task_output"}; !slices.Equal(names, want) {
-			t.Errorf("tools = %v, want %v", names, want)
+		for _, want := range []string{"bash", "task_output", "task_list", "task_kill"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("tools = %v, want %s among them", names, want)
+			}
 		}
 	})
 	t.Run("runs a foreground command", func(t *testing.T) {
