@@ -278,16 +278,24 @@ func TestNotices(t *testing.T) {
 	dropped := []struct {
 		name, tool string
 		args       map[string]any
-		want       string
+		want       func(cmd string) string // the tool's own text, for the command
 	}{
-		{"is dropped when the model read the final state meanwhile", "task_output", map[string]any{"task_id": "bash-1"}, "x\ndone\n[status: completed, exit code: 0]"},
-		{"is dropped when the model waited on the task meanwhile", "task_output", map[string]any{"task_id": "bash-1", "wait": true}, "x\ndone\n[status: completed, exit code: 0]"},
-		{"is dropped when the model killed the finished task meanwhile", "task_kill", map[string]any{"task_id": "bash-1"}, "[status: completed, exit code: 0]"},
+		{"is dropped when the model read the final state meanwhile", "task_output", map[string]any{"task_id": "bash-1"},
+			func(string) string { return "x\ndone\n[status: completed, exit code: 0]" }},
+		{"is dropped when the model waited on the task meanwhile", "task_output", map[string]any{"task_id": "bash-1", "wait": true},
+			func(string) string { return "x\ndone\n[status: completed, exit code: 0]" }},
+		{"is dropped when the model killed the finished task meanwhile", "task_kill", map[string]any{"task_id": "bash-1"},
+			func(string) string { return "[status: completed, exit code: 0]" }},
+		{"is dropped when the model waited on it with task_wait meanwhile", "task_wait", map[string]any{"task_ids": []string{"bash-1"}},
+			func(cmd string) string {
+				return "bash-1 (bash: " + cmd + ") finished [status: completed, exit code: 0]\nRead a finished task's output with task_output."
+			}},
 	}
 	for _, tc := range dropped {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _, list := finished(t)
-			if got, want := texts(t, c.call(t, tc.tool, tc.args)), []string{tc.want}; !slices.Equal(got, want) {
+			cmd := strings.TrimPrefix(list, "bash-1 [bash] completed — ")
+			if got, want := texts(t, c.call(t, tc.tool, tc.args)), []string{tc.want(cmd)}; !slices.Equal(got, want) {
 				t.Errorf("%s = %q, want %q (no notice)", tc.tool, got, want)
 			}
 			if got, want := texts(t, c.call(t, "task_list", map[string]any{})), []string{list}; !slices.Equal(got, want) {
