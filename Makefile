@@ -5,13 +5,21 @@ STRESS_DURATION ?= 60s
 SOAK_DURATION ?= 120s
 FUZZTIME ?= 60s
 
-.PHONY: help run test race bench stress killstorm soak lint fmt tidy-lint fuzz
+.PHONY: help run test race bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 run: ## play the agentsim demo
 	$(GO) run ./agentsim/cmd/agentsim run
+
+mcp: ## build the MCP server into bin/taskrt-mcp
+	$(GO) build -o bin/taskrt-mcp ./tools/cmd/taskrt-mcp
+
+mcp-transcript: ## a real stdio session with the built MCP server, as JSON-RPC lines
+	@mkdir -p bin
+	$(GO) test -count=1 -run 'TestStdioSession$$' ./tools/cmd/taskrt-mcp -transcript $(CURDIR)/bin/mcp-transcript.txt
+	@cat bin/mcp-transcript.txt
 
 test: lint ## vet, gofmt check, and the race-enabled test suite
 	$(GO) test -race -count=1 $(PKGS)

@@ -46,9 +46,13 @@ const bashDescription = "Run a shell command with /bin/bash -c and return its ou
 const bashBackgroundDescription = "With run_in_background: true the command starts as a background task and the call returns its task id at once: " +
 	"read its output with task_output, stop it with task_kill, and expect a notice in this session when it finishes."
 
-// bashRunner is the part of *bash.Producer the tool uses.
-type bashRunner interface {
+// BashRunner is the part of *bash.Producer the bash tool uses. An embedder can wrap
+// a producer to change how foreground commands run without changing a string the
+// model sees: package mcpserver reports the progress of foreground commands this way.
+type BashRunner interface {
+	// Spec declares a background command as a task of owner (see bash.Producer.Spec).
 	Spec(owner messages.AgentID, c bash.Command) messages.Spec
+	// Run runs a foreground command to its end (see bash.Producer.Run).
 	Run(ctx context.Context, c bash.Command, timeout time.Duration) (bash.Result, error)
 }
 
@@ -56,7 +60,7 @@ type bashRunner interface {
 // unless disabled, background commands as tasks of the caller through Tasks.Start.
 type BashTool struct {
 	rt   *actors.Runtime
-	run  bashRunner
+	run  BashRunner
 	cfg  bashConfig
 	args *argSpec
 }
@@ -121,7 +125,12 @@ func NewBash(rt *actors.Runtime, p *bash.Producer, opts ...BashOption) *BashTool
 	return newBash(rt, p, opts...)
 }
 
-func newBash(rt *actors.Runtime, r bashRunner, opts ...BashOption) *BashTool {
+// NewBashWithRunner is NewBash with any BashRunner in place of the producer.
+func NewBashWithRunner(rt *actors.Runtime, r BashRunner, opts ...BashOption) *BashTool {
+	return newBash(rt, r, opts...)
+}
+
+func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) *BashTool {
 	cfg := bashConfig{background: true, timeout: DefaultBashTimeout, maxTimeout: DefaultBashMaxTimeout}
 	for _, o := range opts {
 		o.applyBash(&cfg)

@@ -1,0 +1,18 @@
+// Command taskrt-mcp serves taskrt's background-task tools (bash with
+// run_in_background, task_output, task_list, task_kill, task_wait) to any MCP client, one
+// owner per MCP session: a session's tasks are its own, and when a session ends,
+// every process it started is gone.
+//
+// Install it with
+//
+//	go install github.com/taskrt/taskrt/tools/cmd/taskrt-mcp@latest
+//
+// By default it serves one session over stdin and stdout, as an MCP client that
+// launches it expects. With -http ADDR it serves the streamable HTTP transport at
+// http://ADDR/mcp (ADDR ":8080" binds 127.0.0.1:8080); a bearer token (-token or
+// TASKRT_MCP_TOKEN) is required when ADDR is not a loopback address.
+//
+// SIGINT or SIGTERM ends every session, kills every task, waits until their
+// processes are gone and exits 0; a second signal exits at once with status 1.
+// Run taskrt-mcp -h for the flags.
+package main

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/tools/mcpserver"
+)
+
+// tokenEnv is the environment variable that can carry the bearer token.
+const tokenEnv = "TASKRT_MCP_TOKEN"
+
+const usage = `taskrt-mcp serves taskrt's background-task tools over MCP: bash (with
+run_in_background), task_output, task_list, task_kill and task_wait. Each MCP session owns its
+tasks; when a session ends, every process it started is killed and gone.
+
+Usage:
+  taskrt-mcp [flags]            one session over stdin/stdout (what MCP clients launch)
+  taskrt-mcp -http ADDR [flags] streamable HTTP at http://ADDR/mcp
+
+Flags:
+`
+
+func main() {
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, signals))
+}
+
+// options are the parsed flags.
+type options struct {
+	httpAddr    string
+	dir         string
+	maxTasks    int
+	killGrace   time.Duration
+	idleTimeout time.Duration
+	token       string
+	maxRequest  int64
+	verbose     bool
+}
+
+// parse parses the flags; an error has been printed with the usage.
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("taskrt-mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.httpAddr, "http", "", "serve streamable HTTP at `ADDR` (host:port; \":8080\" binds 127.0.0.1) instead of stdio")
+	fs.StringVar(&o.dir, "dir", "", "working `directory` of the commands (default: the current directory)")
+	fs.IntVar(&o.maxTasks, "max-tasks", actors.DefaultOwnerLimit, "running background tasks one session may have")
+	fs.DurationVar(&o.killGrace, "kill-grace", bash.DefaultGrace, "time between SIGTERM and SIGKILL when a command is killed")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", mcpserver.DefaultSessionTimeout, "HTTP: close a session idle this long, killing its tasks (0: never)")
+	fs.StringVar(&o.token, "token", "", "HTTP: require this bearer `token` (default $"+tokenEnv+"); required when ADDR is not loopback")
+	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
+	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	bad := func(format string, a ...any) (options, error) {
+		err := fmt.Errorf(format, a...)
+		fmt.Fprintf(stderr, "taskrt-mcp: %v\n", err)
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return bad("unexpected argument %q", fs.Arg(0))
+	case o.maxTasks < 1:
+		return bad("-max-tasks must be at least 1")
+	case o.killGrace <= 0:
+		return bad("-kill-grace must be positive")
+	case o.idleTimeout < 0:
+		return bad("-idle-timeout must not be negative")
+	case o.maxRequest < 1:
+		return bad("-max-request must be positive")
+	}
+	if o.token == "" {
+		o.token = os.Getenv(tokenEnv)
+	}
+	if o.httpAddr != "" {
+		host, port, err := net.SplitHostPort(o.httpAddr)
+		if err != nil {
+			return bad("-http %q: want host:port or :port", o.httpAddr)
+		}
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		o.httpAddr = net.JoinHostPort(host, port)
+		if !mcpserver.IsLoopback(o.httpAddr) && o.token == "" {
+			return bad("-http %s is not a loopback address: set a bearer token with -token or %s", o.httpAddr, tokenEnv)
+		}
+	}
+	return o, nil
+}
+
+// run is the command with its environment passed in. The first value on signals
+// starts a graceful shutdown; a second one ends run at once with status 1.
+func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer, signals <-chan os.Signal) int {
+	o, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	opts := []mcpserver.Option{
+		mcpserver.WithLogger(logger),
+		mcpserver.WithWorkDir(o.dir),
+		mcpserver.WithOwnerLimit(o.maxTasks),
+		mcpserver.WithKillGrace(o.killGrace),
+		mcpserver.WithSessionTimeout(o.idleTimeout),
+		mcpserver.WithMaxRequestBytes(o.maxRequest),
+	}
+	if o.idleTimeout == 0 {
+		opts = append(opts, mcpserver.WithoutSessionTimeout())
+	}
+	srv, err := mcpserver.New(opts...)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+
+	// 1. Serve until the stdio client goes away, the HTTP listener fails, or a
+	//    signal arrives.
+	var serve <-chan error
+	var hs *http.Server
+	if o.httpAddr == "" {
+		serve = goErr(func() error {
+			return srv.Serve(context.Background(), &mcp.IOTransport{Reader: stdin, Writer: stdout})
+		})
+	} else {
+		ln, err := net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "taskrt-mcp: %v\n", err)
+			_ = srv.Close(context.Background())
+			return 1
+		}
+		mux := http.NewServeMux()
+		mux.Handle(mcpserver.Path, srv.HTTPHandler())
+		var h http.Handler = mux
+		if o.token != "" {
+			h = mcpserver.RequireToken(o.token, mux)
+		}
+		hs = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		serve = goErr(func() error { return hs.Serve(ln) })
+		fmt.Fprintf(stderr, "taskrt-mcp: serving MCP at http://%s%s\n", ln.Addr(), mcpserver.Path)
+	}
+	code := 0
+	select {
+	case err := <-serve:
+		serve = nil
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, io.EOF) {
+			fmt.Fprintf(stderr, "taskrt-mcp: %v\n", err)
+			code = 1
+		}
+	case sig := <-signals:
+		fmt.Fprintf(stderr, "taskrt-mcp: %v: ending every session and killing its tasks (again to exit at once)\n", sig)
+	}
+
+	// 2. Close: every session ends, every task is killed and awaited, the runtime
+	//    closes. A second signal cuts it short.
+	closed := goErr(func() error {
+		err := srv.Close(context.Background())
+		if hs != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if serr := hs.Shutdown(ctx); serr != nil {
+				_ = hs.Close()
+			}
+		}
+		if serve != nil {
+			<-serve
+		}
+		return err
+	})
+	select {
+	case err := <-closed:
+		if err != nil {
+			fmt.Fprintf(stderr, "taskrt-mcp: closing: %v\n", err)
+			return 1
+		}
+		return code
+	case sig := <-signals:
+		fmt.Fprintf(stderr, "taskrt-mcp: %v again: exiting at once\n", sig)
+		return 1
+	}
+}
+
+// goErr runs f on a goroutine and delivers its error.
+func goErr(f func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}

@@ -1,0 +1,54 @@
+// Package mcpserver serves taskrt's background-task tools over the Model Context
+// Protocol, so that any MCP client — a desktop assistant, an IDE agent, an agent
+// written with the Python or TypeScript SDKs — gets background shell commands with
+// taskrt's guarantees. The command tools/cmd/taskrt-mcp runs it.
+//
+// # Tools
+//
+// The tools are package tools' own, unchanged: bash (foreground, or with
+// run_in_background: true a background task) and every tool of tools.TaskTools
+// (task_output, task_list, task_kill, task_wait), with the same names,
+// descriptions, input schemas and result strings.
+// A result that carries a tools.Handle (a background start) returns it as
+// structuredContent, {"kind":"background","task_id":"bash-1"}, beside the text.
+// Bad arguments and failures are tool errors (isError: true) with the tool's
+// one-line reason; an unknown tool name is a JSON-RPC invalid-params error, as the
+// MCP specification asks. The server's instructions are tools.PromptSection.
+//
+// # One owner per session
+//
+// Each MCP session is an owner agent ("mcp-1", "mcp-2", …) of the Server's
+// runtime, registered when the client initializes and disposed when the session
+// ends: stdio EOF, an HTTP DELETE, the HTTP idle timeout, or Close. Disposal kills
+// every task of the session and waits until its processes are gone; a call still
+// running is cancelled first, so a foreground command dies with its session too, and
+// with its HTTP request when the client disconnects mid-call. Sessions never see
+// each other's tasks: another session's task id reads exactly like an unknown one.
+//
+// Only the protocol versions with sessions are offered (2025-11-25 and earlier).
+// Version 2026-07-28 is sessionless, so it would leave nothing to own a task and no
+// end at which to kill it; clients fall back. MCP's own protocol-level tasks
+// (tasks/get, …) are not offered either: taskrt's ids are the only task ids.
+//
+// # Notices
+//
+// An MCP client does not add text to its model's context on its own, so a
+// completion notice is delivered on two paths. It is appended, as an extra text
+// content item, to the session's next tool result, whichever tool that is, exactly
+// once — unless the model saw the task's end in the meantime (it read or waited on
+// its terminal state, or killed it), in which case it is dropped. And it is sent at
+// once as a notifications/message log message (logger "taskrt", level info), a
+// courtesy for clients that set a log level and show logs. Notices still pending
+// when a session ends end with it.
+//
+// # Progress
+//
+// A foreground bash call made with a progress token gets a notifications/progress
+// message per second of running (ProgressInterval), progress counting the seconds,
+// with the command's latest output line as its message.
+//
+// # When not to use it
+//
+// An agent harness written in Go with its own loop does not need MCP: use package
+// tools directly, with an injector that puts notices into the model's context.
+package mcpserver

@@ -1,0 +1,158 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Path is where HTTPHandler is meant to be mounted.
+const Path = "/mcp"
+
+// callHeader carries, on every POST the handler passes to the SDK, the key under
+// which the handler keeps that request's context, so that a call can end when its
+// request is closed. A value sent by the client is replaced.
+const callHeader = "X-Taskrt-Call"
+
+// sessionHeader is the streamable HTTP transport's session header.
+const sessionHeader = "Mcp-Session-Id"
+
+// httpHandler serves the streamable HTTP transport: the SDK's handler (stateful
+// sessions, the idle timeout, the body cap, its DNS-rebinding protection), plus what
+// taskrt needs around it:
+//
+//   - new requests are refused once the Server is closing;
+//   - a DELETE first cancels the session's calls (the SDK's close waits for the
+//     calls in flight) and answers only once the session's owner is disposed, so
+//     that when a client's DELETE returns, every process of the session is gone;
+//   - a POST's context is kept under a key the calls it carries can find, so that
+//     a client disconnecting mid-call ends the call (and kills its foreground
+//     command).
+type httpHandler struct {
+	s   *Server
+	sdk *mcp.StreamableHTTPHandler
+
+	mu    sync.Mutex // protects posts
+	posts map[string]context.Context
+}
+
+// HTTPHandler returns the handler of the streamable HTTP transport; mount it at
+// Path on a mux of your own (other routes can share the mux), and put RequireToken
+// in front of the mux when the server listens beyond loopback. Every call returns
+// the same handler.
+//
+// Each session's owner is disposed when the client deletes the session (DELETE),
+// when it has been idle for the session timeout (WithSessionTimeout), or when the
+// Server closes. Requests whose Host is not a loopback name while the connection
+// arrived on a loopback address are refused (DNS-rebinding protection); bodies over
+// the size cap (WithMaxRequestBytes) are refused with 413.
+func (s *Server) HTTPHandler() http.Handler {
+	s.httpOnce.Do(func() {
+		s.http = &httpHandler{s: s, posts: map[string]context.Context{}}
+		timeout := s.cfg.sessionTimeout
+		s.http.sdk = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+			SessionTimeout:      timeout,
+			MaxRequestBodyBytes: s.cfg.maxRequestBytes,
+			Logger:              s.log,
+		})
+	})
+	return s.http
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.s.isClosing() {
+		http.Error(w, "taskrt-mcp is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	// The SDK checks this too; checking first keeps a forbidden DELETE from
+	// cancelling anything below.
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && IsLoopback(la.String()) && !IsLoopback(r.Host) {
+		http.Error(w, "Forbidden: invalid Host header "+r.Host, http.StatusForbidden)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		key := rand.Text()
+		r = r.Clone(r.Context())
+		r.Header.Set(callHeader, key)
+		h.mu.Lock()
+		h.posts[key] = r.Context()
+		h.mu.Unlock()
+		defer func() {
+			h.mu.Lock()
+			delete(h.posts, key)
+			h.mu.Unlock()
+		}()
+	case http.MethodDelete:
+		r.Header.Del(callHeader)
+		if sess := h.s.lookupID(r.Header.Get(sessionHeader)); sess != nil {
+			sess.cancel(errSessionEnded)
+			h.sdk.ServeHTTP(w, r)
+			select {
+			case <-sess.ended:
+			case <-r.Context().Done():
+			}
+			return
+		}
+	default:
+		r.Header.Del(callHeader)
+	}
+	h.sdk.ServeHTTP(w, r)
+}
+
+// httpPost returns the context of the POST request kept under key; false when that
+// request has ended.
+func (s *Server) httpPost(key string) (context.Context, bool) {
+	if s.http == nil {
+		return nil, false
+	}
+	s.http.mu.Lock()
+	defer s.http.mu.Unlock()
+	ctx, ok := s.http.posts[key]
+	return ctx, ok
+}
+
+// RequireToken wraps h so that every request must carry the header
+// "Authorization: Bearer <token>"; any other request is answered 401 and reaches
+// nothing. The comparison takes the same time whatever the token sent. An empty
+// token is a programming error: RequireToken panics.
+func RequireToken(token string, h http.Handler) http.Handler {
+	if token == "" {
+		panic("mcpserver: RequireToken with an empty token")
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer")
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="taskrt-mcp"`)
+			http.Error(w, "Unauthorized: this server requires its bearer token (Authorization: Bearer <token>)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// IsLoopback reports whether addr ("host", "host:port", "[::1]:port") names a
+// loopback host: "localhost" or a loopback IP address. An empty host is not
+// loopback (it listens on every interface).
+func IsLoopback(addr string) bool {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,109 @@
+package mcpserver
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	// DefaultSessionTimeout is how long an HTTP session may stay idle (no request)
+	// before it is closed and its tasks are killed.
+	DefaultSessionTimeout = 30 * time.Minute
+	// DefaultMaxRequestBytes caps one HTTP request body.
+	DefaultMaxRequestBytes = 1 << 20
+	// ProgressInterval is how often a foreground bash command that was called with
+	// a progress token reports progress.
+	ProgressInterval = time.Second
+)
+
+// Option configures a Server. Zero and negative values keep the default; the
+// explicit WithoutSessionTimeout expresses "never".
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	workDir         string
+	ownerLimit      int // 0: the runtime's default
+	killGrace       time.Duration
+	sessionTimeout  time.Duration // 0: never
+	maxRequestBytes int64
+	logger          *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		sessionTimeout:  DefaultSessionTimeout,
+		maxRequestBytes: DefaultMaxRequestBytes,
+		logger:          slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithWorkDir sets the working directory of every command ("" keeps the server's
+// own).
+func WithWorkDir(dir string) Option {
+	return optionFunc(func(c *config) { c.workDir = dir })
+}
+
+// WithOwnerLimit caps the running tasks of one session (default: the runtime's,
+// actors.DefaultOwnerLimit). Values <= 0 keep the default.
+func WithOwnerLimit(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.ownerLimit = n
+		}
+	})
+}
+
+// WithKillGrace sets how long a killed command has between SIGTERM and SIGKILL
+// (default: the bash producer's, bash.DefaultGrace). Values <= 0 keep the default.
+func WithKillGrace(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.killGrace = d
+		}
+	})
+}
+
+// WithSessionTimeout sets how long an HTTP session may stay idle before it is
+// closed, which kills its tasks (default DefaultSessionTimeout). A request in
+// progress keeps the session alive. Values <= 0 keep the default.
+func WithSessionTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.sessionTimeout = d
+		}
+	})
+}
+
+// WithoutSessionTimeout keeps idle HTTP sessions until the client deletes them or
+// the server closes.
+func WithoutSessionTimeout() Option {
+	return optionFunc(func(c *config) { c.sessionTimeout = 0 })
+}
+
+// WithMaxRequestBytes caps the size of one HTTP request body; larger ones are
+// refused with 413 and change nothing (default DefaultMaxRequestBytes). Values <= 0
+// keep the default. (On stdio the SDK bounds one message to
+// mcp.DefaultMaxLineLength; a stream cannot skip a message, so a larger one ends
+// the session.)
+func WithMaxRequestBytes(n int64) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.maxRequestBytes = n
+		}
+	})
+}
+
+// WithLogger sets the logger for the server's diagnostics and the SDK's (default:
+// discard). It is passed on to the runtime and the bash producer.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	})
+}

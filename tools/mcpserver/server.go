@@ -1,0 +1,386 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/tools"
+)
+
+// Name is the server's name in the MCP handshake.
+const Name = "taskrt-mcp"
+
+// ErrClosed is returned for sessions that begin, and by Serve, once Close began.
+var ErrClosed = errors.New("taskrt-mcp: the server is shutting down")
+
+// errSessionEnded fails a call that arrives, or is still running, when its session
+// ends (the client disconnected, deleted the session or let it idle out, or the
+// server is shutting down).
+var errSessionEnded = errors.New("taskrt-mcp: the session has ended")
+
+// Server serves taskrt's task tools over MCP. Every MCP session gets an owner agent
+// of its own in the Server's runtime, registered when the session initializes and
+// disposed when it ends; disposal kills every task of the session and waits until
+// its processes are gone.
+//
+// A Server owns its runtime, its bash producer and its task tools. Create it with
+// New, serve sessions with Serve (stdio and other single-session transports) or
+// HTTPHandler (streamable HTTP), and Close it when done.
+type Server struct {
+	cfg   config
+	log   *slog.Logger
+	rt    *actors.Runtime
+	tasks *tools.TaskTools
+	tools []tools.Tool
+	mcp   *mcp.Server
+
+	// ctx is the parent of every session's context; Close cancels it, which ends
+	// every call in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	owners atomic.Uint64 // numbers the owners: mcp-1, mcp-2, …
+
+	mu       sync.Mutex // protects phase, sessions and byID
+	phase    phase
+	sessions map[*mcp.ServerSession]*session
+	byID     map[string]*session // by HTTP session id (the Mcp-Session-Id header)
+
+	wg sync.WaitGroup // each session's watcher and log sender
+
+	httpOnce sync.Once
+	http     *httpHandler
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed when the teardown is complete
+	closeErr  error         // the teardown's error, set before closed is closed
+}
+
+// phase is the Server's lifecycle:
+//
+//	open ──Close──▶ closing ──(sessions ended, runtime closed)──▶ closed
+//
+// Sessions begin only while open.
+type phase int
+
+const (
+	open phase = iota
+	closing
+	closed
+)
+
+// New creates a Server: a runtime, a bash producer, the task tools attached to the
+// runtime, and an MCP server offering bash and the task tools (task_output,
+// task_list, task_kill, task_wait: whatever tools.TaskTools offers) with the names,
+// descriptions and schemas package tools defines.
+func New(opts ...Option) (*Server, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.workDir != "" {
+		fi, err := os.Stat(cfg.workDir)
+		if err != nil {
+			return nil, fmt.Errorf("taskrt-mcp: working directory: %w", err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("taskrt-mcp: working directory %s is not a directory", cfg.workDir)
+		}
+	}
+	rtOpts := []actors.Option{actors.WithLogger(cfg.logger)}
+	if cfg.ownerLimit > 0 {
+		rtOpts = append(rtOpts, actors.WithOwnerLimit(cfg.ownerLimit))
+	}
+	rt, err := actors.NewRuntime(rtOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("taskrt-mcp: %w", err)
+	}
+	bashOpts := []bash.Option{bash.WithLogger(cfg.logger)}
+	if cfg.killGrace > 0 {
+		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.logger,
+		rt:       rt,
+		tasks:    tools.NewTaskTools(rt),
+		sessions: map[*mcp.ServerSession]*session{},
+		byID:     map[string]*session{},
+		closed:   make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	bashTool := tools.NewBashWithRunner(rt, runner{p: bash.New(bashOpts...), interval: ProgressInterval},
+		tools.WithWorkDir(cfg.workDir))
+	s.tools = append([]tools.Tool{bashTool}, s.tasks.Tools()...)
+
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "taskrt background tasks", Version: version()}, &mcp.ServerOptions{
+		Instructions:              tools.PromptSection().Text,
+		Logger:                    cfg.logger,
+		SupportedProtocolVersions: sessionProtocolVersions(),
+		Capabilities: &mcp.ServerCapabilities{
+			Logging: &mcp.LoggingCapabilities{},
+			Tools:   &mcp.ToolCapabilities{}, // a fixed set: no list_changed
+		},
+	})
+	s.mcp.AddReceivingMiddleware(s.registerAtInitialize)
+	for _, t := range s.tools {
+		s.mcp.AddTool(&mcp.Tool{Name: t.Name(), Description: t.Description(), InputSchema: t.Schema()}, s.handler(t))
+	}
+	return s, nil
+}
+
+// sessionProtocolVersions are the protocol versions with sessions (up to
+// 2025-11-25). Version 2026-07-28 is sessionless: a request carries everything and
+// no initialize ever happens, so there would be nothing to own the tasks and no end
+// at which to kill them. Clients that try it first fall back to these.
+func sessionProtocolVersions() []string {
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
+}
+
+// version is the module version the command was built from ("(devel)" for a
+// local build).
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// Runtime is the Server's runtime, for embedders that observe or drive it directly
+// (the owner of an MCP session is the agent "mcp-N" named in the session's log).
+func (s *Server) Runtime() *actors.Runtime { return s.rt }
+
+// Connect connects one MCP session over t and returns at once; the session's owner
+// is registered when the client initializes. Use Serve to run a session to its end.
+func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, error) {
+	if s.isClosing() {
+		return nil, ErrClosed
+	}
+	return s.mcp.Connect(ctx, t, nil)
+}
+
+// Serve runs one session over t — &mcp.StdioTransport{} for a server launched by
+// its client — and returns when the session has ended and its owner has been
+// disposed (every process it started is gone): when the client closes the
+// connection (nil, or the transport's error), when ctx is done (Serve then closes
+// the session and returns ctx's error), or when the Server closes (nil).
+func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
+	ss, err := s.Connect(ctx, t)
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- ss.Wait() }()
+	select {
+	case err = <-ended:
+		if s.isClosing() {
+			err = nil // Close ended it
+		}
+	case <-ctx.Done():
+		s.endSession(ss)
+		<-ended
+		err = ctx.Err()
+	}
+	if sess := s.lookup(ss); sess != nil {
+		<-sess.ended
+	}
+	return err
+}
+
+// endSession ends ss from the server side: its calls are cancelled first, because
+// closing an MCP session waits for the calls in flight.
+func (s *Server) endSession(ss *mcp.ServerSession) {
+	if sess := s.lookup(ss); sess != nil {
+		sess.cancel(errSessionEnded)
+	}
+	_ = ss.Close()
+}
+
+// Close ends every session (their calls are cancelled, their owners disposed, so
+// every process they started is gone), then closes the task tools and the runtime.
+// New sessions are refused from its start. If ctx ends first, Close returns ctx's
+// error and the teardown goes on; call Close again to wait for it. Close is
+// idempotent.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.phase = closing
+		s.mu.Unlock()
+		go s.teardown()
+	})
+	select {
+	case <-s.closed:
+		return s.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// teardown is Close's work, in order:
+//
+//  1. cancel every session's context: calls in flight end (foreground commands are
+//     killed and awaited by their runner);
+//  2. close every MCP session, initialized or not, and wait for each one's watcher
+//     to dispose its owner (which kills and awaits its tasks);
+//  3. close the task tools, then the runtime (nothing is left to kill by now).
+func (s *Server) teardown() {
+	s.cancel()
+	var closing sync.WaitGroup
+	for ss := range s.mcp.Sessions() {
+		closing.Go(func() { _ = ss.Close() })
+	}
+	closing.Wait()
+	s.wg.Wait()
+	s.tasks.Close()
+	err := s.rt.Close(context.Background())
+	s.mu.Lock()
+	s.phase = closed
+	s.mu.Unlock()
+	s.closeErr = err
+	close(s.closed)
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.phase != open
+}
+
+func (s *Server) lookup(ss *mcp.ServerSession) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[ss]
+}
+
+func (s *Server) lookupID(id string) *session {
+	if id == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byID[id]
+}
+
+// registerAtInitialize is receiving middleware: when a session's initialize
+// succeeds, its owner is registered before the result reaches the client, so that
+// no tool call can come first.
+func (s *Server) registerAtInitialize(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || method != "initialize" {
+			return res, err
+		}
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if !ok {
+			return nil, fmt.Errorf("taskrt-mcp: initialize without a server session")
+		}
+		if err := s.begin(ctx, ss); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+}
+
+// begin registers the owner of a new session and starts the session's watcher
+// (which disposes the owner when the session ends) and log sender.
+func (s *Server) begin(ctx context.Context, ss *mcp.ServerSession) error {
+	sess := newSession(s, ss, messages.AgentID(fmt.Sprintf("mcp-%d", s.owners.Add(1))))
+	if err := s.rt.Agents().Register(ctx, sess.owner, actors.WithInjector(sess.inject)); err != nil {
+		sess.cancel(errSessionEnded)
+		if errors.Is(err, messages.ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("taskrt-mcp: registering the session's owner: %w", err)
+	}
+	s.mu.Lock()
+	if s.phase != open {
+		s.mu.Unlock()
+		sess.cancel(errSessionEnded)
+		_ = s.rt.Agents().Dispose(context.Background(), sess.owner)
+		return ErrClosed
+	}
+	s.sessions[ss] = sess
+	if sess.id != "" {
+		s.byID[sess.id] = sess
+	}
+	s.wg.Add(2)
+	s.mu.Unlock()
+	go s.watch(sess)
+	go sess.sendLogs()
+	s.log.Info("session began", "owner", sess.owner, "session_id", sess.id)
+	return nil
+}
+
+// watch waits for the session to end, however it ends, and disposes its owner.
+func (s *Server) watch(sess *session) {
+	defer s.wg.Done()
+	_ = sess.ss.Wait()
+	sess.finish()
+	if err := s.rt.Agents().Dispose(context.Background(), sess.owner); err != nil && !errors.Is(err, messages.ErrClosed) {
+		s.log.Warn("disposing a session's owner", "owner", sess.owner, "err", err)
+	}
+	s.mu.Lock()
+	delete(s.sessions, sess.ss)
+	if sess.id != "" {
+		delete(s.byID, sess.id)
+	}
+	s.mu.Unlock()
+	s.log.Info("session ended", "owner", sess.owner, "session_id", sess.id)
+	close(sess.ended)
+}
+
+// handler adapts one tool: the call runs as the session's owner, under a context
+// that ends with the session (and, over HTTP, with the POST that carried it); the
+// result carries the tool's text, its Handle as structured content, and the
+// session's pending notices.
+func (s *Server) handler(t tools.Tool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		sess := s.lookup(req.Session)
+		if sess == nil {
+			return nil, errSessionEnded
+		}
+		callCtx, done, err := sess.callContext(ctx, req.Extra)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			callCtx = withReporter(callCtx, func(n int, line string) {
+				// ctx, not callCtx: the SDK's request context routes the
+				// notification to this call's stream.
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+					ProgressToken: tok, Progress: float64(n), Message: line,
+				})
+			})
+		}
+		r := t.Call(callCtx, sess.owner, req.Params.Arguments)
+		res := toResult(r)
+		for _, text := range sess.takeNotices() {
+			res.Content = append(res.Content, &mcp.TextContent{Text: text})
+		}
+		return res, nil
+	}
+}
+
+// toResult is a tool Result as an MCP result: the text as one text item, the
+// structured data (a background Handle) as structuredContent, a tool error as
+// isError.
+func toResult(r tools.Result) *mcp.CallToolResult {
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError}
+	if r.Data != nil {
+		res.StructuredContent = r.Data
+	}
+	return res
+}
