@@ -59,6 +59,7 @@ type task struct {
 	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
 	writing   bool          // an Input call is in flight
 	inputShut bool          // an input with eof was accepted: later inputs are refused
+	parked    *parkedInput  // a failed write whose answer waits for the task's end
 	watchStop chan struct{} // closed to stop the Done watcher
 	settleT   *time.Timer   // armed by teardown; fires settleTimeout
 	overdue   bool          // the settle timer fired: answer teardown even with a Cancel hung
@@ -187,6 +188,8 @@ func (t *task) receive(ctx actor.Context) {
 		t.input(ctx, m)
 	case *inputDone:
 		t.inputDone(ctx, m)
+	case *inputGraceOver:
+		t.inputGraceOver(ctx)
 	case *settleTimeout:
 		t.overdue = true
 		if t.phase != phaseSettled {
@@ -441,6 +444,10 @@ func (t *task) stopped() {
 			ReadResult: messages.ReadResult{Snapshot: t.snap}, Reason: messages.UntilEnded}})
 	}
 	t.untils = nil
+	if p := t.parked; p != nil {
+		p.timer.Stop()
+		t.rt.send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+	}
 	if t.settleT != nil {
 		t.settleT.Stop()
 	}
@@ -504,7 +511,7 @@ func (t *task) endedErr() error {
 
 // writeNext hands the first queued input to the producer, off the mailbox.
 func (t *task) writeNext() {
-	if t.writing || len(t.inputs) == 0 {
+	if t.writing || t.parked != nil || len(t.inputs) == 0 {
 		return
 	}
 	t.writing = true
@@ -523,15 +530,22 @@ func (t *task) inputDone(ctx actor.Context, m *inputDone) {
 	t.writing = false
 	in := t.inputs[0]
 	t.inputs = t.inputs[1:]
-	var err error
 	switch {
 	case m.err == nil:
+		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap})
 	case t.phase != phaseRunning:
-		err = t.endedErr() // the process exited between the check and the write
+		// The process exited between the check and the write.
+		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	default:
-		err = fmt.Errorf("input to task %s: %w", t.snap.ID, m.err)
+		// A failed write while the task still looks alive is most often a process
+		// that is exiting (a broken pipe) whose settlement has not arrived yet: hold
+		// the answer until the task ends, or for inputGrace, then give the write's
+		// own error. The queue waits behind it.
+		self, rt := t.self, t.rt
+		t.parked = &parkedInput{req: in, err: fmt.Errorf("input to task %s: %w", t.snap.ID, m.err),
+			timer: time.AfterFunc(inputGrace, func() { rt.send(self, &inputGraceOver{}) })}
+		return
 	}
-	ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: err})
 	if t.phase == phaseRunning {
 		t.writeNext()
 	} else {
@@ -540,9 +554,39 @@ func (t *task) inputDone(ctx actor.Context, m *inputDone) {
 	t.answerTeardown(ctx)
 }
 
+// inputGrace is how long a failed write's answer waits for the task to end.
+const inputGrace = time.Second
+
+// parkedInput is a failed write whose answer waits for the task's end.
+type parkedInput struct {
+	req   *inputReq
+	err   error
+	timer *time.Timer
+}
+
+// inputGraceOver: a parked input's grace passed.
+type inputGraceOver struct{}
+
+func (*inputGraceOver) isTaskMsg() {}
+
+func (t *task) inputGraceOver(ctx actor.Context) {
+	p := t.parked
+	if p == nil {
+		return
+	}
+	t.parked = nil
+	ctx.Send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: p.err})
+	t.writeNext()
+}
+
 // failQueuedInputs answers the inputs not yet handed to the producer: the task is
 // stopping or settled, so they would go nowhere.
 func (t *task) failQueuedInputs(ctx actor.Context) {
+	if p := t.parked; p != nil {
+		t.parked = nil
+		p.timer.Stop()
+		ctx.Send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+	}
 	first := 0
 	if t.writing {
 		first = 1 // in flight: answered when the producer returns
