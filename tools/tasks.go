@@ -39,9 +39,9 @@ type TaskTools struct {
 	rt  *actors.Runtime
 	cfg taskConfig
 
-	output, list, kill, wait Tool
-	outputArgs               *argSpec // task_output's, stating the configured wait bounds
-	waitArgs                 *argSpec // task_wait's, likewise
+	output, list, kill, wait, input Tool
+	outputArgs                      *argSpec // task_output's, stating the configured wait bounds
+	waitArgs                        *argSpec // task_wait's, likewise
 
 	// ctx bounds the notice listener's runtime calls and injections; Close cancels it
 	// so that a stuck injector cannot hold Close forever.
@@ -65,6 +65,7 @@ type TaskTools struct {
 type taskConfig struct {
 	waitTimeout time.Duration
 	maxWait     time.Duration
+	inputWait   time.Duration
 }
 
 // TaskOption configures TaskTools.
@@ -95,11 +96,21 @@ func WithMaxWait(d time.Duration) TaskOption {
 	})
 }
 
+// WithInputWait sets how long task_input waits for the task's first output after a
+// write (default DefaultInputWait); values <= 0 keep the default.
+func WithInputWait(d time.Duration) TaskOption {
+	return taskOptionFunc(func(c *taskConfig) {
+		if d > 0 {
+			c.inputWait = d
+		}
+	})
+}
+
 // NewTaskTools attaches the task tools to rt as its control surface
 // (Tasks.AttachSurface(SurfaceName)) and subscribes the completion-notice injector
 // (Tasks.OnDone). Call Close to detach both; closing the runtime also ends them.
 func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
-	cfg := taskConfig{waitTimeout: DefaultWaitTimeout, maxWait: DefaultMaxWait}
+	cfg := taskConfig{waitTimeout: DefaultWaitTimeout, maxWait: DefaultMaxWait, inputWait: DefaultInputWait}
 	for _, o := range opts {
 		o.applyTask(&cfg)
 	}
@@ -114,13 +125,15 @@ func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
 	t.list = &simpleTool{name: TaskListName, desc: taskListDescription, args: listSpec, call: t.callList}
 	t.kill = &simpleTool{name: TaskKillName, desc: taskKillDescription, args: killSpec, call: t.callKill}
 	t.wait = t.newWaitTool()
+	t.input = t.newInputTool()
 	t.detach = rt.Tasks().AttachSurface(SurfaceName)
 	t.unsubscribe = rt.Tasks().OnDone(t.onDone)
 	return t
 }
 
-// Tools returns task_output, task_list, task_kill and task_wait, in that order.
-func (t *TaskTools) Tools() []Tool { return []Tool{t.output, t.list, t.kill, t.wait} }
+// Tools returns task_output, task_list, task_kill, task_wait and task_input, in that
+// order.
+func (t *TaskTools) Tools() []Tool { return []Tool{t.output, t.list, t.kill, t.wait, t.input} }
 
 // Close unsubscribes the notice injector, waiting for a notice in flight (whose
 // context it cancels), and detaches the surface, after which Tasks.Start fails unless
