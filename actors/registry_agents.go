@@ -1,0 +1,155 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// This file is the agents' life as the registry sees it: registration, the
+// disposal's phases (advanceAgent), and the notice claim that depends on them.
+
+// agentEntry is the registry's view of an agent.
+type agentEntry struct {
+	id       messages.AgentID
+	pid      *actor.PID
+	parent   messages.AgentID
+	injector messages.Injector
+	bucket
+	children map[messages.AgentID]struct{}
+
+	phase     agentPhase
+	reason    string       // the teardown reason, once disposing
+	disposers []*actor.PID // Dispose callers, answered when the agent is gone
+}
+
+// agentPhase is an agent's life as the registry sees it (advanceAgent is the only
+// place it changes):
+//
+//	open ──dispose──▶ awaitingStarts ──no start in flight──▶ draining ──agentQuiesced──▶ awaitingChildren
+//	awaitingChildren ──no child agent left──▶ stopping ──Terminated──▶ (removed; Dispose callers answered)
+type agentPhase int
+
+// claimNotice hands out the owner's injector for a task's one completion notice.
+func (r *registry) claimNotice(id messages.TaskID) *agentReply {
+	e, ok := r.tasks[id]
+	if !ok || e.notified || !e.snap.Status.Terminal() || e.snap.Owner == "" {
+		return &agentReply{}
+	}
+	if e.snap.Reported {
+		// The model has seen the end: the notice is suppressed (counted once).
+		e.notified = true
+		r.rt.metrics.notice("suppressed")
+		return &agentReply{}
+	}
+	a, ok := r.agents[e.snap.Owner]
+	if !ok || a.phase != agentOpen {
+		return &agentReply{}
+	}
+	e.notified = true
+	return &agentReply{live: true, injector: a.injector}
+}
+
+func (r *registry) register(ctx actor.Context, m *registerAgent) error {
+	if r.phase != runtimeOpen {
+		return r.rt.closedErr()
+	}
+	if _, ok := r.agents[m.id]; ok {
+		return fmt.Errorf("%w: %s", messages.ErrAgentExists, m.id)
+	}
+	var parent *agentEntry
+	if m.parent != "" {
+		p, ok := r.agents[m.parent]
+		if !ok || p.phase != agentOpen {
+			return fmt.Errorf("%w: parent %s", messages.ErrOwnerUnknown, m.parent)
+		}
+		parent = p
+	}
+	pid := ctx.Spawn(newAgentProps(r.rt, m.id))
+	a := &agentEntry{id: m.id, pid: pid, parent: m.parent, injector: m.injector, children: map[messages.AgentID]struct{}{}}
+	r.agents[m.id] = a
+	r.byPID[pid.Id] = a
+	if parent != nil {
+		parent.children[m.id] = struct{}{}
+	}
+	r.rt.nAgents.Add(1)
+	r.publish(messages.Event{Kind: messages.EventAgentRegistered, Agent: m.id, Parent: m.parent})
+	return nil
+}
+
+// beginDisposal starts an agent's disposal and, recursively, its child agents': no
+// new start, no new cleanup except mid-drain ones, no notices.
+func (r *registry) beginDisposal(ctx actor.Context, a *agentEntry, reason string) {
+	if a.phase != agentOpen {
+		return
+	}
+	a.reason = reason
+	r.advanceAgent(ctx, a, agentAwaitingStarts)
+	for id := range a.children {
+		if c, ok := r.agents[id]; ok {
+			r.beginDisposal(ctx, c, reason)
+		}
+	}
+}
+
+// advanceAgent moves a disposing agent to phase to, then as far as its facts allow.
+// It is the only place an agent's phase changes; each step is named after its rule.
+func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase) {
+	if to < a.phase {
+		return
+	}
+	a.phase = to
+	for {
+		switch a.phase {
+		case agentAwaitingStarts:
+			// A start in flight for this owner commits (and is torn down with the
+			// rest) or aborts before the agent actor begins: it is never asked to
+			// spawn a task once its teardown began. Starts that outlast the settle
+			// timeout are abandoned.
+			if a.pending > 0 {
+				r.armStartsOverdue(a.id)
+				return
+			}
+			r.disarmStartsOverdue(a.id)
+			a.phase = agentDraining
+			ctx.Send(a.pid, &beginDispose{reason: a.reason})
+		case agentAwaitingChildren:
+			// An agent is gone only after its child agents are (transitive quiescence).
+			if len(a.children) > 0 {
+				return
+			}
+			// Drop the routes first, then poison: every request routed before this
+			// point is already in the task's mailbox ahead of the poison pill, so it
+			// is answered; nothing can be routed after.
+			a.phase = agentStopping
+			for _, id := range a.ids {
+				if e, ok := r.tasks[id]; ok {
+					r.dropRecord(ctx, id, e)
+				}
+			}
+			a.bucket = bucket{}
+			ctx.Send(a.pid, &stopAgent{})
+		default: // open, draining, stopping: waiting for an event
+			return
+		}
+	}
+}
+
+// agentGone finishes a disposal once the agent actor terminated: unregister it,
+// answer the Dispose callers, and let a disposing parent go on.
+func (r *registry) agentGone(ctx actor.Context, a *agentEntry) {
+	r.publish(messages.Event{Kind: messages.EventAgentDisposed, Agent: a.id, Parent: a.parent})
+	delete(r.agents, a.id)
+	delete(r.byPID, a.pid.Id)
+	r.rt.nAgents.Add(-1)
+	for _, w := range a.disposers {
+		ctx.Send(w, &errReply{})
+	}
+	if p, ok := r.agents[a.parent]; ok {
+		delete(p.children, a.id)
+		r.advanceAgent(ctx, p, p.phase)
+	}
+	r.advanceClose(ctx)
+}

@@ -1,0 +1,68 @@
+package actors
+
+import "github.com/asynkron/protoactor-go/actor"
+
+// This file is the runtime's close, as the registry runs it (see registry.go for
+// the phases: open → closing → stopping → stopped).
+
+// beginClose starts the close: every agent's disposal begins (reason "runtime
+// closed"), every unowned task is torn down, and starts still in flight are bounded
+// by the settle timeout.
+func (r *registry) beginClose(ctx actor.Context) {
+	if r.phase != runtimeOpen {
+		r.advanceClose(ctx)
+		return
+	}
+	r.setPhase(runtimeClosing)
+	for _, a := range r.agents {
+		r.beginDisposal(ctx, a, "runtime closed")
+	}
+	for _, id := range r.unowned.ids {
+		if e, ok := r.tasks[id]; ok && e.pid != nil {
+			r.owed++
+			ctx.Request(e.pid, &teardown{reason: "runtime closed"})
+		}
+	}
+	if r.unowned.pending > 0 {
+		r.armStartsOverdue("")
+	}
+	r.advanceClose(ctx)
+}
+
+// advanceClose moves a closing runtime on: once no start is in flight, no agent is
+// left and every unowned task answered its teardown, the unowned task actors and the
+// listener actors are poisoned (routes removed first), and the registry stops once
+// they have terminated.
+func (r *registry) advanceClose(ctx actor.Context) {
+	switch r.phase {
+	case runtimeClosing:
+		if len(r.starts) > 0 || len(r.agents) > 0 || r.owed > 0 || r.unowned.pending > 0 {
+			return
+		}
+		r.setPhase(runtimeStopping)
+		r.disarmStartsOverdue("")
+		for _, id := range r.unowned.ids {
+			if e, ok := r.tasks[id]; ok {
+				r.dropRecord(ctx, id, e)
+			}
+		}
+		r.unowned = bucket{}
+		for id, pid := range r.listeners {
+			delete(r.listeners, id)
+			ctx.Poison(pid)
+		}
+		fallthrough
+	case runtimeStopping:
+		if len(ctx.Children()) == 0 {
+			ctx.Stop(ctx.Self())
+		}
+	}
+}
+
+// setPhase is the only place the runtime's phase changes.
+func (r *registry) setPhase(p runtimePhase) {
+	if p > r.phase {
+		r.phase = p
+		r.rt.closing.Store(true)
+	}
+}

@@ -1,0 +1,159 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// This file is the start protocol, as the registry runs it: reserve (every preflight
+// check, a slot held for the owner), commit (the id, the task actor) or abort, and
+// the bound on starts a teardown waits for.
+
+type reservation struct {
+	kind, label string
+	owner       messages.AgentID
+	b           *bucket
+}
+
+func (r *registry) reserve(m *reserveStart) *reserveReply {
+	fail := func(err error) *reserveReply { return &reserveReply{err: err} }
+	if r.phase != runtimeOpen {
+		return fail(r.rt.closedErr())
+	}
+	if len(r.surfaces) == 0 {
+		return fail(messages.ErrNoSurface)
+	}
+	if !messages.KindPattern.MatchString(m.kind) {
+		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.kind, messages.KindPattern))
+	}
+	if strings.TrimSpace(m.label) == "" {
+		return fail(fmt.Errorf("%w: label is empty", messages.ErrInvalidSpec))
+	}
+	b := &r.unowned
+	if m.owner != "" {
+		a, ok := r.agents[m.owner]
+		if !ok || a.phase != agentOpen {
+			return fail(fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.owner))
+		}
+		b = &a.bucket
+	}
+	if limit := r.rt.cfg.ownerLimit; limit > 0 && b.live >= limit {
+		return fail(&messages.LimitError{Limit: limit, Stopping: r.stopping(b)})
+	}
+	b.live++
+	b.pending++
+	r.nextToken++
+	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b}
+	return &reserveReply{token: r.nextToken}
+}
+
+func (r *registry) commit(ctx actor.Context, m *commitStart) {
+	res, ok := r.starts[m.token]
+	if !ok {
+		// The reservation was abandoned by a teardown that could not wait for this
+		// start any longer (or the token is not ours).
+		err := fmt.Errorf("%w: the start took longer than the settle timeout while its owner was torn down", messages.ErrOwnerUnknown)
+		if r.phase != runtimeOpen {
+			err = r.rt.closedErr()
+		}
+		ctx.Respond(&startReply{err: err})
+		return
+	}
+	delete(r.starts, m.token)
+	r.counters[res.kind]++
+	snap := messages.Snapshot{
+		ID:      messages.TaskID(fmt.Sprintf("%s-%d", res.kind, r.counters[res.kind])),
+		Kind:    res.kind,
+		Label:   res.label,
+		Owner:   res.owner,
+		Status:  messages.Running,
+		Started: time.Now(),
+	}
+	r.rt.nRecords.Add(1)
+	r.rt.nRunning.Add(1)
+	// The task actor announces itself (taskSpawned) before it answers the starter, so
+	// the index holds the task before anyone can name it. The reservation stays
+	// pending until taskSpawned, so a disposal of the owner waits for it and the
+	// agent actor is never asked to spawn once it began its teardown.
+	if res.owner == "" {
+		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.hooks, ctx.Sender()), string(snap.ID)); err != nil {
+			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
+		}
+		return
+	}
+	ctx.Send(r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, starter: ctx.Sender()})
+}
+
+func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
+	r.seq++
+	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq}
+	b := &r.unowned
+	if m.snap.Owner != "" {
+		b = &r.agents[m.snap.Owner].bucket
+	}
+	b.ids = append(b.ids, m.snap.ID)
+	r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
+	r.rt.metrics.taskStarted(m.snap.Kind)
+	if m.snap.Owner == "" && r.phase == runtimeClosing {
+		// Committed after the close began: tear it down like the others.
+		r.owed++
+		ctx.Request(m.pid, &teardown{reason: "runtime closed"})
+	}
+	r.startResolved(ctx, m.snap.Owner, b)
+}
+
+// startResolved accounts for a start that committed (and was indexed) or aborted:
+// a disposal or a close waiting for it may go on.
+func (r *registry) startResolved(ctx actor.Context, owner messages.AgentID, b *bucket) {
+	b.pending--
+	if a, ok := r.agents[owner]; ok && owner != "" {
+		r.advanceAgent(ctx, a, a.phase)
+	}
+	r.advanceClose(ctx)
+}
+
+// abandonStarts gives up on the starts in flight of a disposing owner, or on every
+// start in flight of a closing runtime (owner ""): their Run has held a teardown for
+// the settle timeout. Each such start fails at commit, and its caller cancels the
+// work Run started and awaits it (see Tasks.Start).
+func (r *registry) abandonStarts(ctx actor.Context, owner messages.AgentID) {
+	if owner == "" && r.phase == runtimeOpen {
+		return
+	}
+	for token, res := range r.starts {
+		if owner != "" && res.owner != owner {
+			continue
+		}
+		if a, ok := r.agents[res.owner]; ok && a.phase == agentOpen {
+			continue // not being torn down
+		}
+		r.rt.log.Error("taskrt: a start's Run did not return within the settle timeout during teardown; abandoned",
+			"kind", res.kind, "owner", res.owner, "after", r.rt.cfg.settleTimeout)
+		delete(r.starts, token)
+		res.b.live--
+		r.startResolved(ctx, res.owner, res.b)
+	}
+}
+
+// armStartsOverdue bounds how long a teardown waits for starts in flight: once per
+// disposal (owner) or close (""), the settle timeout later, abandonStarts runs. The
+// timer is stopped when the registry stops.
+func (r *registry) armStartsOverdue(owner messages.AgentID) {
+	if _, armed := r.overdue[owner]; armed {
+		return
+	}
+	self, rt := r.rt.registry, r.rt
+	r.overdue[owner] = time.AfterFunc(rt.cfg.settleTimeout, func() { rt.send(self, &startsOverdue{owner: owner}) })
+}
+
+func (r *registry) disarmStartsOverdue(owner messages.AgentID) {
+	if t, ok := r.overdue[owner]; ok {
+		t.Stop()
+		delete(r.overdue, owner)
+	}
+}

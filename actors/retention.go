@@ -1,0 +1,119 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// This file is retention (see the package doc): the buckets that hold each owner's
+// records, the settled records kept in full, the tombstones, and dropping records.
+
+// bucket is one owner's share (or the unowned tasks'): its slot count, its records
+// in start order, and the two retention queues.
+type bucket struct {
+	live    int // running + stopping + reserved
+	pending int // reservations not yet committed and indexed
+	// ids holds every record and tombstone in start order. A forgotten tombstone's id
+	// stays until the slice is compacted (when more than half of it is forgotten), so
+	// forgetting costs O(1) amortized.
+	ids       []messages.TaskID
+	forgotten int
+	retained  queue // settled tasks with full records, oldest settled first
+	tombs     queue // tombstones, oldest evicted first
+}
+
+// queue is a FIFO of ids.
+type queue struct{ ids []messages.TaskID }
+
+func (q *queue) push(id messages.TaskID) { q.ids = append(q.ids, id) }
+
+func (q *queue) len() int { return len(q.ids) }
+
+func (q *queue) pop() messages.TaskID {
+	id := q.ids[0]
+	q.ids[0] = ""
+	q.ids = q.ids[1:]
+	return id
+}
+
+// stopping counts a bucket's stopping tasks (for the cap error only).
+func (r *registry) stopping(b *bucket) int {
+	n := 0
+	for _, id := range b.ids {
+		if e, ok := r.tasks[id]; ok && e.snap.Status == messages.Stopping {
+			n++
+		}
+	}
+	return n
+}
+
+// bucketOf is the bucket of an owner ("" = the unowned tasks), nil once it is gone.
+func (r *registry) bucketOf(owner messages.AgentID) *bucket {
+	if owner == "" {
+		return &r.unowned
+	}
+	if a, ok := r.agents[owner]; ok {
+		return &a.bucket
+	}
+	return nil
+}
+
+// evict turns the oldest retained record of a bucket into a tombstone (retention
+// rule): the route goes first, then the task actor is poisoned — every request routed
+// to it before is answered; it stops, and its Stopped handler runs the producer's
+// Release. Past the tombstone bound, the oldest tombstone is forgotten.
+func (r *registry) evict(ctx actor.Context, b *bucket, id messages.TaskID) {
+	e, ok := r.tasks[id]
+	if !ok || e.pid == nil {
+		return
+	}
+	ctx.Poison(e.pid)
+	e.pid = nil
+	e.snap.Evicted = true
+	r.publish(messages.Event{Kind: messages.EventTaskEvicted, Agent: e.snap.Owner, Task: e.snap})
+	r.rt.metrics.evicted.Add(bg, 1)
+	r.rt.nRecords.Add(-1)
+	r.rt.nRetained.Add(-1)
+	r.rt.nTombstones.Add(1)
+	b.tombs.push(id)
+	for b.tombs.len() > r.rt.cfg.tombstones {
+		r.forget(b, b.tombs.pop())
+	}
+}
+
+// forget drops a tombstone: from now on its id reads as not found.
+func (r *registry) forget(b *bucket, id messages.TaskID) {
+	if _, ok := r.tasks[id]; !ok {
+		return
+	}
+	delete(r.tasks, id)
+	r.rt.nTombstones.Add(-1)
+	b.forgotten++
+	if b.forgotten*2 > len(b.ids) {
+		kept := make([]messages.TaskID, 0, len(b.ids)-b.forgotten)
+		for _, id := range b.ids {
+			if _, ok := r.tasks[id]; ok {
+				kept = append(kept, id)
+			}
+		}
+		b.ids, b.forgotten = kept, 0
+	}
+}
+
+// dropRecord removes a record or tombstone for good (owner disposed, runtime closed)
+// and poisons its actor if it has one.
+func (r *registry) dropRecord(ctx actor.Context, id messages.TaskID, e *taskEntry) {
+	delete(r.tasks, id)
+	switch {
+	case e.pid == nil:
+		r.rt.nTombstones.Add(-1)
+		return
+	case e.snap.Status.Terminal():
+		r.rt.nRetained.Add(-1)
+	default:
+		r.rt.nRunning.Add(-1) // only after a fault; keep the count honest
+	}
+	r.rt.nRecords.Add(-1)
+	ctx.Poison(e.pid)
+}

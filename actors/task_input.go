@@ -1,0 +1,138 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// This file is a task's input (Tasks.Input): accepted writes queue in arrival order
+// and go to the producer's Input hook one at a time, off the mailbox.
+
+// inputReq is one accepted InputTask.
+type inputReq struct {
+	data   []byte
+	eof    bool
+	sender *actor.PID
+}
+
+// inputDone: an Input call returned (input goroutine → task).
+type inputDone struct{ err error }
+
+func (*inputDone) isTaskMsg() {}
+
+// input accepts an InputTask: inputs are written one at a time, in arrival order, by
+// a goroutine the runtime owns, so a full pipe never blocks the mailbox.
+func (t *task) input(ctx actor.Context, m *messages.InputTask) {
+	reply := func(err error) { ctx.Respond(&messages.InputReply{Snapshot: t.snap, Err: err}) }
+	switch {
+	case t.hooks.Input == nil:
+		reply(fmt.Errorf("%w: %s", messages.ErrNoInput, t.snap.ID))
+	case t.phase != phaseRunning:
+		reply(t.endedErr())
+	case t.inputShut:
+		reply(fmt.Errorf("%w: %s", messages.ErrInputClosed, t.snap.ID))
+	default:
+		t.inputs = append(t.inputs, &inputReq{data: m.Data, eof: m.EOF, sender: ctx.Sender()})
+		t.inputShut = m.EOF
+		t.writeNext()
+	}
+}
+
+func (t *task) endedErr() error {
+	if t.snap.Detail != "" {
+		return fmt.Errorf("%w: %s is %s (%s)", messages.ErrTaskEnded, t.snap.ID, t.snap.Status, t.snap.Detail)
+	}
+	return fmt.Errorf("%w: %s is %s", messages.ErrTaskEnded, t.snap.ID, t.snap.Status)
+}
+
+// writeNext hands the first queued input to the producer, off the mailbox.
+func (t *task) writeNext() {
+	if t.writing || t.parked != nil || len(t.inputs) == 0 {
+		return
+	}
+	t.writing = true
+	t.inFlight++
+	t.calls.Add(1)
+	in, write, self, rt := t.inputs[0], t.hooks.Input, t.self, t.rt
+	rt.goSafe("input", func() {
+		defer t.calls.Done()
+		err := messages.Contain("input", func() error { return write(in.data, in.eof) })
+		rt.send(self, &inputDone{err: err})
+	})
+}
+
+func (t *task) inputDone(ctx actor.Context, m *inputDone) {
+	t.inFlight--
+	t.writing = false
+	in := t.inputs[0]
+	t.inputs = t.inputs[1:]
+	switch {
+	case m.err == nil:
+		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap})
+	case t.phase != phaseRunning:
+		// The process exited between the check and the write.
+		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+	default:
+		// A failed write while the task still looks alive is most often a process
+		// that is exiting (a broken pipe) whose settlement has not arrived yet: hold
+		// the answer until the task ends, or for inputGrace, then give the write's
+		// own error. The queue waits behind it.
+		self, rt := t.self, t.rt
+		t.parked = &parkedInput{req: in, err: fmt.Errorf("input to task %s: %w", t.snap.ID, m.err),
+			timer: time.AfterFunc(inputGrace, func() { rt.send(self, &inputGraceOver{}) })}
+		return
+	}
+	if t.phase == phaseRunning {
+		t.writeNext()
+	} else {
+		t.failQueuedInputs(ctx)
+	}
+	t.answerTeardown(ctx)
+}
+
+// inputGrace is how long a failed write's answer waits for the task to end.
+const inputGrace = time.Second
+
+// parkedInput is a failed write whose answer waits for the task's end.
+type parkedInput struct {
+	req   *inputReq
+	err   error
+	timer *time.Timer
+}
+
+// inputGraceOver: a parked input's grace passed.
+type inputGraceOver struct{}
+
+func (*inputGraceOver) isTaskMsg() {}
+
+func (t *task) inputGraceOver(ctx actor.Context) {
+	p := t.parked
+	if p == nil {
+		return
+	}
+	t.parked = nil
+	ctx.Send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: p.err})
+	t.writeNext()
+}
+
+// failQueuedInputs answers the inputs not yet handed to the producer: the task is
+// stopping or settled, so they would go nowhere.
+func (t *task) failQueuedInputs(ctx actor.Context) {
+	if p := t.parked; p != nil {
+		t.parked = nil
+		p.timer.Stop()
+		ctx.Send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+	}
+	first := 0
+	if t.writing {
+		first = 1 // in flight: answered when the producer returns
+	}
+	for _, in := range t.inputs[first:] {
+		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+	}
+	t.inputs = t.inputs[:first]
+}

@@ -1,0 +1,233 @@
+package actors
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+func (t *task) read(ctx actor.Context) {
+	if !t.rt.alive(ctx.Sender()) {
+		return // nobody would receive a consuming read's delta: do not consume it
+	}
+	out, err := t.consume()
+	if err != nil {
+		t.rt.log.Error("taskrt: reading the output panicked", "task", t.snap.ID, "err", err)
+		ctx.Respond(&messages.ReadReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
+		return
+	}
+	if t.phase == phaseSettled {
+		t.report(ctx)
+	}
+	ctx.Respond(&messages.ReadReply{Result: messages.ReadResult{Output: out, Snapshot: t.snap}})
+}
+
+// This file is a task's output as the model and observers read it: consuming reads,
+// reads up to a pattern (ReadUntil), observer reads (Peek), and the growth
+// notifications of the producer's output stream.
+
+// streams reports whether the task is a stream kind (consuming delta reads).
+func (t *task) streams() bool { return t.hooks.Output != nil || t.hooks.ReadOutput != nil }
+
+// stream is the output stream that reads up to a pattern, observer reads and output
+// events use: a stream kind's Output, or a final-output kind's Progress.
+func (t *task) stream() messages.Output {
+	if t.hooks.Output != nil {
+		return t.hooks.Output
+	}
+	if !t.streams() {
+		return t.hooks.Progress
+	}
+	return nil
+}
+
+// consume is a read of the task's output: a consuming Output.Read or ReadOutput for a
+// stream kind, a consuming Progress.Read for a running final-output kind with
+// progress, and a settled final-output kind's answer (idempotent).
+func (t *task) consume() (string, error) {
+	return messages.ContainValue("read output", func() (string, error) {
+		switch {
+		case t.hooks.Output != nil:
+			return t.hooks.Output.Read(), nil
+		case t.hooks.ReadOutput != nil:
+			return t.hooks.ReadOutput(), nil
+		case t.hooks.Progress != nil && t.phase != phaseSettled:
+			return t.hooks.Progress.Read(), nil
+		case t.phase == phaseSettled:
+			return t.output, nil // a final-output kind's answer, idempotently
+		}
+		return "", nil
+	})
+}
+
+// outputGrew: the producer's output grew (Output.OnGrow → task). At most one is on
+// its way at a time.
+type outputGrew struct{}
+
+// untilTimeout: a ReadUntil's deadline passed.
+type untilTimeout struct{ n uint64 }
+
+func (*outputGrew) isTaskMsg() {}
+
+func (*untilTimeout) isTaskMsg() {}
+
+// untilWaiter is one pending ReadUntil.
+type untilWaiter struct {
+	n     uint64
+	pid   *actor.PID
+	re    *regexp.Regexp
+	timer *time.Timer
+}
+
+// watchOutput asks the producer's output stream to tell the task when it grows.
+func (t *task) watchOutput() {
+	out := t.stream()
+	if out == nil {
+		return
+	}
+	self, rt, grew := t.self, t.rt, &t.grew
+	err := messages.Contain("output", func() error {
+		out.OnGrow(func() {
+			if grew.CompareAndSwap(false, true) {
+				rt.send(self, &outputGrew{})
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		t.rt.log.Error("taskrt: Output.OnGrow panicked", "task", t.snap.ID, "err", err)
+	}
+}
+
+func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
+	reply := func(err error) { ctx.Respond(&messages.ReadUntilReply{Err: err}) }
+	if t.stream() == nil {
+		reply(fmt.Errorf("%w: %s (%s) gives no output to match", messages.ErrNoOutputStream, t.snap.ID, t.snap.Kind))
+		return
+	}
+	if m.Timeout <= 0 {
+		reply(invalidWaitTimeout(m.Timeout))
+		return
+	}
+	re, err := regexp.Compile(m.Pattern)
+	if err != nil {
+		reply(fmt.Errorf("%w: pattern: %v", messages.ErrInvalidArgument, err))
+		return
+	}
+	t.nextWaiter++
+	n, self, rt := t.nextWaiter, t.self, t.rt
+	t.untils = append(t.untils, &untilWaiter{n: n, pid: ctx.Sender(), re: re,
+		timer: time.AfterFunc(m.Timeout, func() { rt.send(self, &untilTimeout{n: n}) })})
+	t.matchUntils(ctx)
+	if t.phase == phaseSettled {
+		t.endUntils(ctx, messages.UntilEnded)
+	}
+}
+
+// matchUntils answers the pending ReadUntil requests whose pattern now matches, in
+// order; each match consumes the output through its line, so the scan restarts.
+func (t *task) matchUntils(ctx actor.Context) {
+	for i := 0; i < len(t.untils); {
+		w := t.untils[i]
+		var out, match string
+		var ok bool
+		err := messages.Contain("read output", func() error {
+			out, match, ok = t.stream().ReadMatch(w.re)
+			return nil
+		})
+		if err == nil && !ok {
+			i++
+			continue
+		}
+		t.untils = append(t.untils[:i], t.untils[i+1:]...)
+		w.timer.Stop()
+		if err != nil {
+			ctx.Send(w.pid, &messages.ReadUntilReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
+			continue
+		}
+		if t.phase == phaseSettled {
+			t.report(ctx)
+		}
+		ctx.Send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
+			ReadResult: messages.ReadResult{Output: out, Snapshot: t.snap}, Reason: messages.UntilMatched, Match: match}})
+		i = 0 // the match consumed output: look again from the first
+	}
+}
+
+// endUntil answers one pending ReadUntil without a match: at its deadline (consuming
+// what is new, so the model sees why nothing matched) or because its requester gave
+// up (consuming nothing).
+func (t *task) endUntil(ctx actor.Context, match func(*untilWaiter) bool, timedOut bool) {
+	for i, w := range t.untils {
+		if !match(w) {
+			continue
+		}
+		w.timer.Stop()
+		t.untils = append(t.untils[:i], t.untils[i+1:]...)
+		r := messages.UntilResult{ReadResult: messages.ReadResult{Snapshot: t.snap}}
+		if timedOut {
+			r.Reason = messages.UntilTimedOut
+			out, err := t.consume()
+			if err != nil {
+				ctx.Send(w.pid, &messages.ReadUntilReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
+				return
+			}
+			r.Output = out
+		}
+		ctx.Send(w.pid, &messages.ReadUntilReply{Result: r})
+		return
+	}
+}
+
+// endUntils answers every pending ReadUntil at settlement: the first gets the rest
+// of the output (after a last look for a match), and each sees the terminal
+// snapshot, so the task is reported.
+func (t *task) endUntils(ctx actor.Context, reason messages.UntilReason) {
+	if len(t.untils) == 0 {
+		return
+	}
+	t.matchUntils(ctx)
+	for _, w := range t.untils {
+		w.timer.Stop()
+		out, err := t.consume()
+		if err != nil {
+			ctx.Send(w.pid, &messages.ReadUntilReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
+			continue
+		}
+		t.report(ctx)
+		ctx.Send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
+			ReadResult: messages.ReadResult{Output: out, Snapshot: t.snap}, Reason: reason}})
+	}
+	t.untils = nil
+}
+
+// Bounds of one observer read.
+const (
+	defaultPeek = 64 << 10
+	maxPeek     = 1 << 20
+)
+
+func (t *task) peek(ctx actor.Context, m *messages.PeekTask) {
+	if t.stream() == nil {
+		ctx.Respond(&messages.PeekReply{Err: fmt.Errorf("%w: %s (%s) gives no output to observe", messages.ErrNoOutputStream, t.snap.ID, t.snap.Kind)})
+		return
+	}
+	n := m.Max
+	if n <= 0 {
+		n = defaultPeek
+	}
+	r := messages.PeekResult{Snapshot: t.snap}
+	err := messages.Contain("peek output", func() error {
+		r.Data, r.Next, r.Missed = t.stream().Peek(m.Offset, min(n, maxPeek))
+		return nil
+	})
+	if err != nil {
+		ctx.Respond(&messages.PeekReply{Err: fmt.Errorf("peek output of task %s: %w", t.snap.ID, err)})
+		return
+	}
+	ctx.Respond(&messages.PeekReply{Result: r})
+}
