@@ -35,7 +35,10 @@ type registry struct {
 	phase runtimePhase
 
 	closeWaiters []*actor.PID // Close callers, answered when the registry stopped
-	owed         int          // closing: teardown answers still owed by unowned tasks
+	// awaiting holds the unowned task actors a close tore down that have neither
+	// answered teardownDone nor stopped (closing only). As for an agent's tasks, an
+	// actor retention evicts may stop without answering.
+	awaiting map[string]struct{}
 
 	surfaces    map[uint64]string
 	nextSurface uint64
@@ -99,6 +102,7 @@ func newRegistry(rt *Runtime) *registry {
 		setWaiters:  map[string][2]*actor.PID{},
 		overdue:     map[messages.AgentID]*time.Timer{},
 		subscribers: map[*subscriber]struct{}{},
+		awaiting:    map[string]struct{}{},
 	}
 }
 
@@ -149,8 +153,8 @@ func (r *registry) receive(ctx actor.Context) {
 	case *actor.DeadLetterResponse:
 		// A request of ours reached a stopped actor; the only requests the registry
 		// makes are close teardowns, so count the answer as given.
-		if r.phase == runtimeClosing && r.owed > 0 {
-			r.owed--
+		if _, ok := r.awaiting[m.Target.Id]; ok {
+			delete(r.awaiting, m.Target.Id)
 			r.advanceClose(ctx)
 		}
 
@@ -334,7 +338,7 @@ func (r *registry) receive(ctx actor.Context) {
 		r.closeWaiters = append(r.closeWaiters, ctx.Sender())
 		r.beginClose(ctx)
 	case *teardownDone:
-		r.owed--
+		delete(r.awaiting, m.pid.Id)
 		r.advanceClose(ctx)
 	case *actor.Terminated:
 		if a, ok := r.byPID[m.Who.Id]; ok {
@@ -342,6 +346,7 @@ func (r *registry) receive(ctx actor.Context) {
 			return
 		}
 		delete(r.setWaiters, m.Who.Id)
+		delete(r.awaiting, m.Who.Id) // a torn-down task that stopped without answering
 		r.advanceClose(ctx)
 	case *actor.Stopped:
 		r.rt.nActors.Add(-1)

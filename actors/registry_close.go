@@ -19,7 +19,7 @@ func (r *registry) beginClose(ctx actor.Context) {
 	}
 	for _, id := range r.unowned.ids {
 		if e, ok := r.tasks[id]; ok && e.pid != nil {
-			r.owed++
+			r.awaiting[e.pid.Id] = struct{}{}
 			ctx.Request(e.pid, &teardown{reason: "runtime closed"})
 		}
 	}
@@ -36,7 +36,7 @@ func (r *registry) beginClose(ctx actor.Context) {
 func (r *registry) advanceClose(ctx actor.Context) {
 	switch r.phase {
 	case runtimeClosing:
-		if len(r.starts) > 0 || len(r.agents) > 0 || r.owed > 0 || r.unowned.pending > 0 {
+		if len(r.starts) > 0 || len(r.agents) > 0 || len(r.awaiting) > 0 || r.unowned.pending > 0 {
 			return
 		}
 		r.setPhase(runtimeStopping)

@@ -101,7 +101,7 @@ func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.rt.metrics.taskStarted(m.snap.Kind)
 	if m.snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
-		r.owed++
+		r.awaiting[m.pid.Id] = struct{}{}
 		ctx.Request(m.pid, &teardown{reason: "runtime closed"})
 	}
 	r.startResolved(ctx, m.snap.Owner, b)

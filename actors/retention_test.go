@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -357,4 +358,37 @@ func TestDisposalRacingEvictions(t *testing.T) {
 		require.NoError(t, rt.Agents().Dispose(ctx, "a1"), "iteration %d", i)
 		cancel()
 	}
+}
+
+// Close tears down an unowned task whose Done settles while its Cancel is still
+// running; retention evicts (stops) the settled task before the Cancel returns, so its
+// teardown answer never comes. Close must count the actor's stop as the answer. Before
+// it did, Close hung (the model-based test found it).
+func TestCloseRacingAnEvictionWithACancelInFlight(t *testing.T) {
+	rt, err := actors.NewRuntime(actors.WithoutRetention())
+	require.NoError(t, err)
+	rt.Tasks().AttachSurface("test")
+	sub, err := rt.Subscribe(bg)
+	require.NoError(t, err)
+	done := make(chan messages.Outcome, 1)
+	release := make(chan struct{})
+	id := start(t, rt, messages.Spec{Kind: "bash", Label: "x", Run: func() (messages.Hooks, error) {
+		return messages.Hooks{Done: done, Cancel: func(reason string) error {
+			done <- messages.Outcome{Status: messages.Killed, Detail: reason}
+			<-release // return only once the settled task was evicted
+			return nil
+		}}, nil
+	}})
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+		defer cancel()
+		closed <- rt.Close(ctx)
+	}()
+	collect(t, sub, func(evs []messages.Event) bool {
+		return slices.ContainsFunc(evs, func(e messages.Event) bool { return e.Kind == messages.EventTaskEvicted && e.Task.ID == id })
+	})
+	close(release)
+	require.NoError(t, <-closed)
+	assert.Equal(t, actors.Stats{}, rt.Stats())
 }
