@@ -193,3 +193,21 @@ func TestSubscriptionEnds(t *testing.T) {
 		assert.ErrorIs(t, err, messages.ErrClosed)
 	})
 }
+
+// Output the producer wrote before the task's actor started watching (between Run
+// and the actor's start) still raises an output event.
+func TestOutputWrittenBeforeTheWatchRaisesAnEvent(t *testing.T) {
+	rt := newRT(t)
+	sub, err := rt.Subscribe(bg)
+	require.NoError(t, err)
+	defer sub.Close()
+	f := newFake()
+	f.Buffered()
+	f.Emit("early\n") // before Start: before any OnGrow callback is set
+	id := start(t, rt, f.spec("bash", "", true))
+	defer f.Finish(messages.Outcome{Status: messages.Completed})
+	evs := collect(t, sub, func(e []messages.Event) bool { return count(kinds(e), messages.EventTaskOutput) == 1 })
+	out := evs[len(evs)-1]
+	assert.Equal(t, id, out.Task.ID)
+	assert.Equal(t, int64(len("early\n")), out.Bytes)
+}

@@ -100,6 +100,13 @@ func (t *task) watchOutput() {
 	})
 	if err != nil {
 		t.rt.log.Error("taskrt: Output.OnGrow panicked", "task", t.snap.ID, "err", err)
+		return
+	}
+	// Output written between Run and now raised no callback: account for it.
+	if n, err := messages.ContainValue("output", func() (int64, error) { return out.Written(), nil }); err == nil && n > 0 {
+		if grew.CompareAndSwap(false, true) {
+			rt.send(self, &outputGrew{})
+		}
 	}
 }
 
