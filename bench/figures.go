@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/taskrt/taskrt/producers/bash"
 )
 
 // The baseline names of Figure.Baselines, in table column order.
@@ -339,6 +341,9 @@ type Machine struct {
 	Go         string `json:"go"`
 	OS         string `json:"os"`
 	Kernel     string `json:"kernel,omitempty"`
+	// Containment is how the bash producer contains commands here by default: "cgroup"
+	// or "sweep", with the reason (producers/bash Producer.Containment).
+	Containment string `json:"containment,omitempty"`
 }
 
 // ThisMachine describes the machine this process runs on.
@@ -356,6 +361,12 @@ func ThisMachine() Machine {
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(data))
 	}
+	if p := bash.New(); p != nil {
+		m.Containment = p.Containment().String()
+		if d := p.ContainmentDetail(); d != "" {
+			m.Containment += " (" + d + ")"
+		}
+	}
 	return m
 }
 
@@ -365,6 +376,9 @@ func (m Machine) String() string {
 	s := fmt.Sprintf("nproc %d (GOMAXPROCS %d), %s, %s, %s", m.NumCPU, m.GOMAXPROCS, m.CPU, m.Go, m.OS)
 	if m.Kernel != "" {
 		s += ", Linux " + m.Kernel
+	}
+	if m.Containment != "" {
+		s += "; bash containment: " + m.Containment
 	}
 	return s
 }
