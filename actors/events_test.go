@@ -205,9 +205,12 @@ func TestOutputWrittenBeforeTheWatchRaisesAnEvent(t *testing.T) {
 	f.Buffered()
 	f.Emit("early\n") // before Start: before any OnGrow callback is set
 	id := start(t, rt, f.spec("bash", "", true))
-	defer f.Finish(messages.Outcome{Status: messages.Completed})
 	evs := collect(t, sub, func(e []messages.Event) bool { return count(kinds(e), messages.EventTaskOutput) == 1 })
 	out := evs[len(evs)-1]
 	assert.Equal(t, id, out.Task.ID)
 	assert.Equal(t, int64(len("early\n")), out.Bytes)
+	f.Emit("late\n")
+	f.Finish(messages.Outcome{Status: messages.Completed})
+	evs = collect(t, sub, func(e []messages.Event) bool { return count(kinds(e), messages.EventTaskSettled) == 1 })
+	assert.Equal(t, int64(len("early\nlate\n")), evs[len(evs)-1].Bytes, "the settled event carries the output's size")
 }

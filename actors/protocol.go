@@ -139,7 +139,10 @@ type taskSpawned struct {
 type taskChanged struct{ snap messages.Snapshot }
 
 // taskSettled: a task's terminal snapshot.
-type taskSettled struct{ snap messages.Snapshot }
+type taskSettled struct {
+	snap  messages.Snapshot
+	bytes int64 // the output's size, for a task with an output stream
+}
 
 // agentQuiesced: a disposing agent actor drained its cleanups and every task it owns
 // has settled.

@@ -406,7 +406,7 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	e.snap = m.snap
 	r.rt.nRunning.Add(-1)
 	r.rt.nRetained.Add(1)
-	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: m.snap.Owner, Task: m.snap})
+	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: m.snap.Owner, Task: m.snap, Bytes: m.bytes})
 	r.rt.metrics.taskSettled(m.snap)
 	if m.snap.Owner != "" && m.snap.Reported {
 		// Reported at settlement (a kill, a pending wait, teardown): no notice.
@@ -445,8 +445,13 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 		ctx.Forward(e.pid)
 		return true
 	}
-	// A tombstone: the answer shows the task's end, so the task is reported.
-	e.report()
+	// A tombstone answers from its snapshot. A read, kill or wait shows the model the
+	// task's end, so the task is reported, as a live record would be; an observer read
+	// (Peek) and a refused input are not.
+	switch ctx.Message().(type) {
+	case *messages.ReadTask, *messages.KillTask, *messages.WaitTask, *messages.ReadUntil:
+		e.report()
+	}
 	switch m := ctx.Message().(type) {
 	case *messages.ReadTask:
 		ctx.Respond(&messages.ReadReply{Result: messages.ReadResult{Snapshot: e.snap}})

@@ -239,7 +239,11 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 			t.markReported()
 		}
 		close(t.watchStop)
-		ctx.Send(t.rt.registry, &taskSettled{snap: t.snap})
+		var size int64
+		if out := t.stream(); out != nil {
+			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
+		}
+		ctx.Send(t.rt.registry, &taskSettled{snap: t.snap, bytes: size})
 		for _, w := range t.waiters {
 			w.timer.Stop()
 			if t.rt.alive(w.pid) { // a requester that gave up gets nothing

@@ -230,6 +230,7 @@ func (t *task) peek(ctx actor.Context, m *messages.PeekTask) {
 	r := messages.PeekResult{Snapshot: t.snap}
 	err := messages.Contain("peek output", func() error {
 		r.Data, r.Next, r.Missed = t.stream().Peek(m.Offset, min(n, maxPeek))
+		r.Written = t.stream().Written()
 		return nil
 	})
 	if err != nil {

@@ -197,3 +197,18 @@ func TestProgressOfAFinalOutputKind(t *testing.T) {
 		assert.Equal(t, "The tests pass.", r.Output, "the final answer, idempotently")
 	}
 }
+
+// An observer read of a tombstone does not report the task: a model's pending notice
+// is not lost to a UI looking at it.
+func TestPeekOnATombstoneDoesNotReport(t *testing.T) {
+	rt := newRT(t, actors.WithoutRetention())
+	register(t, rt, "a1")
+	ids, _ := settleInOrder(t, rt, "a1", "bash")
+	p, err := rt.Tasks().Peek(bg, ids[0], "a1", 0, 10)
+	require.NoError(t, err)
+	require.True(t, p.Snapshot.Evicted)
+	assert.False(t, get(t, rt, ids[0], "a1").Reported)
+	err = rt.Tasks().Input(bg, ids[0], "a1", []byte("x"), false)
+	assert.ErrorIs(t, err, messages.ErrTaskEnded)
+	assert.False(t, get(t, rt, ids[0], "a1").Reported, "nor does a refused input")
+}

@@ -193,6 +193,7 @@ type PeekResult struct {
 	Data     []byte
 	Next     int64
 	Missed   int64
+	Written  int64 // the output's size now (0 for a tombstone)
 	Snapshot Snapshot
 }
 
@@ -227,7 +228,8 @@ type Event struct {
 	Parent AgentID
 	// Task is the task's snapshot at the event (task events).
 	Task Snapshot
-	// Bytes is how many bytes the task's output holds in all (task-output).
+	// Bytes is how many bytes the task's output holds in all (task-output; and
+	// task-settled, for a task with an output stream).
 	Bytes int64
 	// Missed counts the events dropped before this one (overflow).
 	Missed int
