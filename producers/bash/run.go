@@ -59,7 +59,7 @@ func (p *Producer) Run(ctx context.Context, c Command, timeout time.Duration) (R
 		_ = t.cancel("caller gave up: " + ctxErr.Error())
 		res.Outcome = <-t.done
 	}
-	t.out.release("")
+	t.out.RemoveSpill("")
 	res.Output = t.out.Read()
 	res.ExitCode = t.exitCode
 	return res, ctxErr

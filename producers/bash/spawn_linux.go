@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/taskrt/taskrt/messages"
 )
 
 // errThreadStuck reports that the spawning thread could not leave a task's v1
@@ -50,7 +52,7 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 	runtime.LockOSThread()
 	if cg == nil || len(cg.v1) == 0 {
 		defer runtime.UnlockOSThread()
-		return contain(cmd.Start)
+		return messages.Contain("bash spawn", cmd.Start)
 	}
 	tid := unix.Gettid()
 	if tid == selfPid {
@@ -90,7 +92,7 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 		entered = append(entered, ctl)
 	}
 	if err == nil {
-		err = contain(cmd.Start)
+		err = messages.Contain("bash spawn", cmd.Start)
 		if err == nil {
 			err = cg.lowerAfterSpawn()
 		}

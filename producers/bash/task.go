@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // task is one running command. Its lifecycle, run by the monitor goroutine:
@@ -34,7 +35,7 @@ type task struct {
 	pid    int    // the leader's pid, also the task's process group and session id
 	marker string // TASKRT_BASH_TASK value of this task
 	jail   jail   // how the task's processes are kept together and ended
-	out    *output
+	out    *output.Buffer
 	pipe   *os.File // read end of the output pipe; used by the reader, closed by the monitor
 
 	cancelOnce sync.Once
@@ -196,7 +197,7 @@ func (p *Producer) start(c Command) (*task, error) {
 		pid:       cmd.Process.Pid,
 		marker:    marker,
 		jail:      j,
-		out:       newOutput(p.cfg),
+		out:       output.New(p.cfg.outputOptions()...),
 		pipe:      pr,
 		cancelled: make(chan struct{}),
 		exitCode:  -1,
@@ -207,13 +208,17 @@ func (p *Producer) start(c Command) (*task, error) {
 	return t, nil
 }
 
-// hooks hands the task to the runtime.
+// hooks hands the task to the runtime. The output buffer is both Output (which the
+// runtime prefers: reads up to a pattern, observer reads, output events) and, for
+// callers of the hooks that only know consuming reads, ReadOutput: one cursor either
+// way.
 func (t *task) hooks() messages.Hooks {
 	return messages.Hooks{
 		Cancel:     t.cancel,
 		Done:       t.done,
 		ReadOutput: t.out.Read,
-		Release:    t.out.discard,
+		Output:     t.out,
+		Release:    t.out.Release,
 	}
 }
 
@@ -253,8 +258,8 @@ func (t *task) monitor() {
 	exited := make(chan error, 1)
 	drained := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { exited <- contain(func() error { return waitExited(t.pid) }) })
-	wg.Go(func() { drained <- contain(t.readAll) })
+	wg.Go(func() { exited <- messages.Contain("bash exit waiter", func() error { return waitExited(t.pid) }) })
+	wg.Go(func() { drained <- messages.Contain("bash output reader", t.readAll) })
 	o := t.lifecycle(exited, drained)
 	wg.Wait()
 	t.done <- o
@@ -263,14 +268,17 @@ func (t *task) monitor() {
 // lifecycle runs steps 1 to 5 and returns the outcome. A panic is contained: the
 // task is then killed, settled, reaped, drained and released all the same, and
 // fails.
-func (t *task) lifecycle(exited, drained <-chan error) (o messages.Outcome) {
+func (t *task) lifecycle(exited, drained <-chan error) messages.Outcome {
 	pr := &progress{}
-	defer func() {
-		if r := recover(); r != nil {
-			o = t.salvage(pr, exited, drained, fmt.Errorf("panic: %v", r))
-		}
-	}()
+	var o messages.Outcome
+	if err := messages.Contain("bash lifecycle", func() error { o = t.steps(pr, exited, drained); return nil }); err != nil {
+		return t.salvage(pr, exited, drained, err)
+	}
+	return o
+}
 
+// steps runs steps 1 to 5 and returns the outcome.
+func (t *task) steps(pr *progress, exited, drained <-chan error) (o messages.Outcome) {
 	// 1. Wait for the leader to exit, acting on Cancel and the grace period.
 	if err := t.awaitLeader(pr, exited, drained); err != nil {
 		return t.salvage(pr, exited, drained, fmt.Errorf("waiting for the shell: %w", err))
@@ -417,12 +425,12 @@ func (t *task) closePipe() {
 // readAll is the reader goroutine: it copies the pipe into the output buffer until
 // the end of the pipe or the drain deadline.
 func (t *task) readAll() error {
-	defer t.out.finish()
+	defer t.out.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := t.pipe.Read(buf)
 		if n > 0 {
-			t.out.write(buf[:n])
+			_, _ = t.out.Write(buf[:n]) // never fails: what does not fit is counted as dropped
 		}
 		switch {
 		case err == nil:
@@ -473,25 +481,32 @@ func (t *task) decide(pr *progress, state *os.ProcessState, leftovers int, hits 
 
 // salvage ends a lifecycle that went wrong: it kills, settles, reaps, drains and
 // releases whatever the normal path did not, each step contained, and returns a
-// failure.
+// failure. A contained panic reads "internal error: panic: VALUE" in the detail; its
+// stack goes to the log.
 func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) messages.Outcome {
-	t.log.Error("bash task failed internally; killing it", "err", cause)
+	var pe *messages.PanicError
+	if errors.As(cause, &pe) {
+		t.log.Error("bash task failed internally; killing it", "err", cause, "stack", string(pe.Stack))
+		cause = fmt.Errorf("panic: %v", pe.Value)
+	} else {
+		t.log.Error("bash task failed internally; killing it", "err", cause)
+	}
 	if !pr.exited {
 		if !pr.reaped {
-			_ = contain(func() error { return t.jail.kill(t.pid) })
+			_ = messages.Contain("bash salvage kill", func() error { return t.jail.kill(t.pid) })
 		}
 		<-exited
 		pr.exited = true
 	}
 	if !pr.settled {
-		_ = contain(func() error { _, err := t.jail.settle(t.pid); return err })
+		_ = messages.Contain("bash salvage settle", func() error { _, err := t.jail.settle(t.pid); return err })
 		pr.settled = true
 	}
 	if !pr.reaped {
-		_ = contain(func() error { _, err := t.reapLeader(pr); return err })
+		_ = messages.Contain("bash salvage reap", func() error { _, err := t.reapLeader(pr); return err })
 	}
 	if !pr.drained {
-		_ = contain(func() error {
+		_ = messages.Contain("bash salvage drain", func() error {
 			if err := t.pipe.SetReadDeadline(time.Now()); err != nil {
 				t.closePipe()
 			}
@@ -502,7 +517,7 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 	}
 	t.closePipe()
 	if !pr.released {
-		_ = contain(t.jail.release)
+		_ = messages.Contain("bash salvage release", t.jail.release)
 		pr.released = true
 	}
 	return messages.Outcome{Status: messages.Failed, Detail: "internal error: " + cause.Error()}
@@ -512,14 +527,4 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 func pause(d time.Duration) {
 	timer := time.NewTimer(d)
 	<-timer.C
-}
-
-// contain runs f, turning a panic into an error.
-func contain(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
 }
