@@ -17,6 +17,8 @@ const (
 	DefaultSpillCap     = output.DefaultSpillCap // bytes the spill file holds at most
 	DefaultDrainTimeout = 2 * time.Second        // wait for the pipe's end after the last known writer died
 	DefaultShell        = "/bin/bash"            // the shell run with -c
+	DefaultTerminalCols = 80                     // a StdinTTY command's window width
+	DefaultTerminalRows = 24                     // a StdinTTY command's window height
 	minMaxRead          = 256                    // output's minimum too
 	minTail             = 4 << 10                // output's minimum too
 )
@@ -38,6 +40,8 @@ type config struct {
 	containment  Containment // 0: detect
 	cgroupRoot   string      // "": this process's own cgroup v2 directory
 	limits       Limits      // defaults for every command
+	termCols     int         // StdinTTY window size
+	termRows     int
 }
 
 // outputOptions maps the output options (WithMaxRead, WithOutputMemory,
@@ -69,6 +73,8 @@ func defaultConfig() config {
 		shell:        DefaultShell,
 		subreaper:    true,
 		logger:       slog.New(slog.DiscardHandler),
+		termCols:     DefaultTerminalCols,
+		termRows:     DefaultTerminalRows,
 	}
 }
 
@@ -251,6 +257,21 @@ func WithCPULimit(cpus float64) Option {
 	return optionFunc(func(c *config) {
 		if cpus > 0 {
 			c.limits.CPU = cpus
+		}
+	})
+}
+
+// WithTerminalSize sets the window size of the pseudo-terminal a StdinTTY command
+// runs on, in character cells (default 80 columns, 24 rows; at most 65535 each). The
+// size is fixed for the life of the command. A zero or negative value keeps that
+// part's default.
+func WithTerminalSize(cols, rows int) Option {
+	return optionFunc(func(c *config) {
+		if cols > 0 {
+			c.termCols = min(cols, 1<<16-1)
+		}
+		if rows > 0 {
+			c.termRows = min(rows, 1<<16-1)
 		}
 	})
 }

@@ -32,6 +32,11 @@ type Command struct {
 	// producer's default (WithMaxProcesses, WithMemoryLimit, WithCPULimit). Limits
 	// need cgroup containment.
 	Limits Limits
+	// Stdin is what the command reads on its standard input: StdinNone (the zero
+	// value: /dev/null), StdinPipe or StdinTTY, the last two written through the
+	// task's Hooks.Input. Background commands only: Run refuses any mode but
+	// StdinNone.
+	Stdin Stdin
 }
 
 // Producer runs shell commands as taskrt tasks. Its zero value is not usable; call

@@ -36,7 +36,9 @@ type task struct {
 	marker string // TASKRT_BASH_TASK value of this task
 	jail   jail   // how the task's processes are kept together and ended
 	out    *output.Buffer
-	pipe   *os.File // read end of the output pipe; used by the reader, closed by the monitor
+	pipe   *os.File // read end of the output: the pipe's, or the terminal's master; used by the reader, closed by the monitor
+	in     *input   // the command's input (StdinPipe, StdinTTY); nil for StdinNone
+	tty    bool     // the command runs on a terminal of its own: pipe is its master
 
 	cancelOnce sync.Once
 	cancelled  chan struct{} // closed by the first Cancel
@@ -99,6 +101,10 @@ func (p *Producer) start(c Command) (*task, error) {
 	if err := checkCommand(c.Command); err != nil {
 		return nil, err
 	}
+	if c.Stdin > StdinTTY {
+		return nil, fmt.Errorf("%w: %s", ErrStdin, c.Stdin)
+	}
+	tty := c.Stdin == StdinTTY
 	lim := c.Limits.or(p.cfg.limits)
 	if lim.any() && p.tree == nil {
 		return nil, fmt.Errorf("%w: %s limits need cgroup containment, and this producer uses %s mode (%s)",
@@ -106,7 +112,11 @@ func (p *Producer) start(c Command) (*task, error) {
 	}
 	seq := p.seq.Add(1)
 	marker := p.prefix + fmt.Sprint(seq)
-	env, err := environ(c.Env, marker)
+	extraEnv := c.Env
+	if tty {
+		extraEnv = append([]string{"TERM=dumb"}, c.Env...) // Command.Env may set another
+	}
+	env, err := environ(extraEnv, marker)
 	if err != nil {
 		return nil, err
 	}
@@ -152,15 +162,18 @@ func (p *Producer) start(c Command) (*task, error) {
 		defer script.Close()
 		args = []string{"-c", fdScript}
 	}
-	pr, pw, err := os.Pipe()
+	st, err := p.openStreams(c.Stdin)
 	if err != nil {
-		return fail(fmt.Errorf("bash: output pipe: %w", err))
+		return fail(err)
 	}
 	cmd := exec.Command(p.cfg.shell, args...)
 	cmd.Dir = c.Dir
 	cmd.Env = env
-	cmd.Stdout = pw // one pipe for both: output merged in arrival order
-	cmd.Stderr = pw
+	if st.childIn != nil {
+		cmd.Stdin = st.childIn // else /dev/null (a nil *os.File would be a broken one)
+	}
+	cmd.Stdout = st.childOut // one pipe (or the terminal) for both: output merged in arrival order
+	cmd.Stderr = st.childOut
 	if script != nil {
 		cmd.ExtraFiles = []*os.File{script} // descriptor 3
 	}
@@ -168,8 +181,9 @@ func (p *Producer) start(c Command) (*task, error) {
 	// also finds the task by it. In cgroup mode, when this process has no terminal
 	// to detach from, a new process group is enough, and saves what a session costs
 	// (a scheduler autogroup per command, about 0.3 to 0.5 ms on a loaded machine).
-	err = spawn(cmd, cg, cg == nil || p.ctty)
-	if cerr := pw.Close(); err == nil && cerr != nil {
+	// A terminal of the task's own needs a session to be its controlling terminal.
+	err = spawn(cmd, cg, cg == nil || p.ctty, tty)
+	if cerr := st.closeChild(); err == nil && cerr != nil {
 		err = cerr // unreachable in practice; the child would hold the only writer
 	}
 	if err != nil {
@@ -183,7 +197,7 @@ func (p *Producer) start(c Command) (*task, error) {
 				_ = waitFor(cg.dir+"/cgroup.events", sweepTimeout, func() bool { return populated(cg.dir) != 1 })
 			}
 		}
-		_ = pr.Close()
+		st.closeOurs()
 		return fail(fmt.Errorf("bash: start %q: %w", shortLabel(c.Command), err))
 	}
 	if cg != nil {
@@ -198,12 +212,14 @@ func (p *Producer) start(c Command) (*task, error) {
 		marker:    marker,
 		jail:      j,
 		out:       output.New(p.cfg.outputOptions()...),
-		pipe:      pr,
+		pipe:      st.out,
+		in:        st.in,
+		tty:       tty,
 		cancelled: make(chan struct{}),
 		exitCode:  -1,
 		done:      make(chan messages.Outcome, 1),
 	}
-	t.log.Debug("bash task started", "command", shortLabel(c.Command), "containment", p.mode.String())
+	t.log.Debug("bash task started", "command", shortLabel(c.Command), "containment", p.mode.String(), "stdin", c.Stdin.String())
 	go t.monitor()
 	return t, nil
 }
@@ -218,8 +234,18 @@ func (t *task) hooks() messages.Hooks {
 		Done:       t.done,
 		ReadOutput: t.out.Read,
 		Output:     t.out,
+		Input:      t.inputHook(),
 		Release:    t.out.Release,
 	}
+}
+
+// inputHook is Hooks.Input: nil for StdinNone, so that the runtime answers input to
+// such a task with messages.ErrNoInput.
+func (t *task) inputHook() func(data []byte, eof bool) error {
+	if t.in == nil {
+		return nil
+	}
+	return t.in.write
 }
 
 // cancel is Hooks.Cancel: it records the reason and wakes the monitor, which does
@@ -261,6 +287,7 @@ func (t *task) monitor() {
 	wg.Go(func() { exited <- messages.Contain("bash exit waiter", func() error { return waitExited(t.pid) }) })
 	wg.Go(func() { drained <- messages.Contain("bash output reader", t.readAll) })
 	o := t.lifecycle(exited, drained)
+	t.in.end() // done at the leader's exit already, unless the lifecycle failed before it
 	wg.Wait()
 	t.done <- o
 }
@@ -283,6 +310,7 @@ func (t *task) steps(pr *progress, exited, drained <-chan error) (o messages.Out
 	if err := t.awaitLeader(pr, exited, drained); err != nil {
 		return t.salvage(pr, exited, drained, fmt.Errorf("waiting for the shell: %w", err))
 	}
+	t.in.end() // nothing reads the input any more
 	if testHookLeaderExited != nil {
 		testHookLeaderExited()
 	}
@@ -407,13 +435,17 @@ func (t *task) drain(pr *progress, drained <-chan error) (note string) {
 		return ""
 	case <-timer.C:
 	}
-	t.log.Warn("bash: output pipe still open after every known process died; stopped reading")
+	what := "output pipe"
+	if t.tty {
+		what = "terminal"
+	}
+	t.log.Warn("bash: " + what + " still open after every known process died; stopped reading")
 	if err := t.pipe.SetReadDeadline(time.Now()); err != nil {
 		t.closePipe() // unblocks the reader too
 	}
 	err := <-drained
 	pr.drained, pr.readErr = true, errors.Join(pr.readErr, err)
-	return "output pipe held open by an untracked process; stopped reading"
+	return what + " held open by an untracked process; stopped reading"
 }
 
 func (t *task) closePipe() {
@@ -436,6 +468,8 @@ func (t *task) readAll() error {
 		case err == nil:
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, os.ErrClosed):
 			return nil
+		case t.tty && errors.Is(err, syscall.EIO):
+			return nil // a terminal's master reads EIO once no process holds the terminal: its end
 		default:
 			return err
 		}
@@ -498,6 +532,7 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 		<-exited
 		pr.exited = true
 	}
+	t.in.end()
 	if !pr.settled {
 		_ = messages.Contain("bash salvage settle", func() error { _, err := t.jail.settle(t.pid); return err })
 		pr.settled = true
