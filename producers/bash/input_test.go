@@ -242,8 +242,10 @@ func TestInputAfterTheShellExitedFails(t *testing.T) {
 func TestAWriteBlockedOnAFullPipeReturnsWhenTheTaskIsKilled(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode Option) {
 		p := newTestProducer(t, mode, WithGrace(time.Minute))
-		h := startTask(t, p, Command{Command: `(trap '' TERM; exec sleep 1000) <&0 & echo ready; sleep 1000`, Stdin: StdinPipe})
-		readUntil(t, h, "ready", settleLimit)
+		// The holder says so once it ignores SIGTERM (exec keeps an ignored signal
+		// ignored), or the kill could reach it first.
+		h := startTask(t, p, Command{Command: `(trap '' TERM; echo holding; exec sleep 1000) <&0 & sleep 1000`, Stdin: StdinPipe})
+		readUntil(t, h, "holding", settleLimit)
 		errc := make(chan error, 1)
 		go func() {
 			chunk := []byte(strings.Repeat("x", 4096))
