@@ -10,6 +10,8 @@ require (
 
 require pgregory.net/rapid v1.3.0
 
+require github.com/creack/pty v1.1.24
+
 require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/segmentio/asm v1.1.3 // indirect

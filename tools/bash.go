@@ -22,8 +22,18 @@ const (
 )
 
 // BashArgs are the arguments of the bash tool. RunInBackground is part of the schema
-// only when the tool's run_in_background is enabled (the default).
+// only when the tool's run_in_background is enabled (the default), and Stdin only when
+// stdin is enabled too (the default; see WithoutStdin).
 type BashArgs struct {
+	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
+	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"Foreground only: the longest the command may run, in milliseconds."`
+	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+	Stdin           string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
+}
+
+// bashNoStdinArgs is BashArgs without stdin: the schema and decoder of a bash tool
+// whose background commands take no input (WithoutStdin).
+type bashNoStdinArgs struct {
 	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
 	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"Foreground only: the longest the command may run, in milliseconds."`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
@@ -46,6 +56,9 @@ const bashDescription = "Run a shell command with /bin/bash -c and return its ou
 const bashBackgroundDescription = "With run_in_background: true the command starts as a background task and the call returns its task id at once: " +
 	"read its output with task_output, stop it with task_kill, and expect a notice in this session when it finishes."
 
+const bashStdinDescription = " A background command can take input: with stdin: \"pipe\" it reads what you send with task_input, " +
+	"and with stdin: \"tty\" it runs on a terminal of its own instead (for a REPL or a prompt that needs one)."
+
 // BashRunner is the part of *bash.Producer the bash tool uses. An embedder can wrap
 // a producer to change how foreground commands run without changing a string the
 // model sees: package mcpserver reports the progress of foreground commands this way.
@@ -67,6 +80,7 @@ type BashTool struct {
 
 type bashConfig struct {
 	background bool
+	stdin      bool
 	timeout    time.Duration
 	maxTimeout time.Duration
 	dir        string
@@ -85,6 +99,15 @@ func (f bashOptionFunc) applyBash(c *bashConfig) { f(c) }
 // sends it is rejected as an unknown field.
 func WithRunInBackground(enabled bool) BashOption {
 	return bashOptionFunc(func(c *bashConfig) { c.background = enabled })
+}
+
+// WithoutStdin leaves the stdin parameter out of the tool: background commands read
+// an empty stdin (/dev/null) and take no input, and a call that still sends stdin is
+// rejected as an unknown field. By default the tool offers stdin ("none", "pipe" or
+// "tty") with run_in_background; without run_in_background (WithRunInBackground
+// (false)) it never does, since stdin is for background commands only.
+func WithoutStdin() BashOption {
+	return bashOptionFunc(func(c *bashConfig) { c.stdin = false })
 }
 
 // WithBashTimeout sets the foreground timeout used when a call gives no timeout_ms.
@@ -131,19 +154,24 @@ func NewBashWithRunner(rt *actors.Runtime, r BashRunner, opts ...BashOption) *Ba
 }
 
 func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) *BashTool {
-	cfg := bashConfig{background: true, timeout: DefaultBashTimeout, maxTimeout: DefaultBashMaxTimeout}
+	cfg := bashConfig{background: true, stdin: true, timeout: DefaultBashTimeout, maxTimeout: DefaultBashMaxTimeout}
 	for _, o := range opts {
 		o.applyBash(&cfg)
 	}
+	cfg.stdin = cfg.stdin && cfg.background
 	if cfg.timeout > cfg.maxTimeout {
 		cfg.timeout = cfg.maxTimeout
 	}
 	b := &BashTool{rt: rt, run: r, cfg: cfg}
 	timeout := fmt.Sprintf(bashTimeoutDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())
-	if cfg.background {
+	switch {
+	case cfg.stdin:
 		b.args = newArgSpec[BashArgs](minLength("command", 1), minimum("timeout_ms", 1),
+			describe("timeout_ms", "Foreground only: "+timeout), enum("stdin", bashStdinModes...))
+	case cfg.background:
+		b.args = newArgSpec[bashNoStdinArgs](minLength("command", 1), minimum("timeout_ms", 1),
 			describe("timeout_ms", "Foreground only: "+timeout))
-	} else {
+	default:
 		b.args = newArgSpec[bashForegroundArgs](minLength("command", 1), minimum("timeout_ms", 1),
 			describe("timeout_ms", "The "+strings.TrimPrefix(timeout, "the ")))
 	}
@@ -154,15 +182,19 @@ func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) *BashTool {
 func (b *BashTool) Name() string { return BashName }
 
 // Description returns the model-facing description; it mentions run_in_background
-// only when the tool offers it.
+// and stdin only when the tool offers them.
 func (b *BashTool) Description() string {
-	if b.cfg.background {
+	switch {
+	case b.cfg.stdin:
+		return bashDescription + bashBackgroundDescription + bashStdinDescription
+	case b.cfg.background:
 		return bashDescription + bashBackgroundDescription
 	}
 	return strings.TrimSpace(bashDescription)
 }
 
-// Schema returns the input schema; run_in_background is present only when enabled.
+// Schema returns the input schema; run_in_background and stdin are present only when
+// enabled.
 func (b *BashTool) Schema() map[string]any { return b.args.schema() }
 
 // Call runs the command: in the foreground, returning its output and a status line
@@ -177,9 +209,14 @@ func (b *BashTool) Call(ctx context.Context, caller messages.AgentID, raw json.R
 	var a BashArgs
 	var given map[string]bool
 	var err error
-	if b.cfg.background {
+	switch {
+	case b.cfg.stdin:
 		given, err = b.args.decode(raw, &a)
-	} else {
+	case b.cfg.background:
+		var bg bashNoStdinArgs
+		given, err = b.args.decode(raw, &bg)
+		a = BashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground}
+	default:
 		var fg bashForegroundArgs
 		given, err = b.args.decode(raw, &fg)
 		a = BashArgs{Command: fg.Command, TimeoutMS: fg.TimeoutMS}
@@ -193,7 +230,14 @@ func (b *BashTool) Call(ctx context.Context, caller messages.AgentID, raw json.R
 	if given["timeout_ms"] && a.TimeoutMS <= 0 {
 		return errResult(errTimeout)
 	}
-	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env}
+	stdin, err := bash.ParseStdin(a.Stdin)
+	if err != nil {
+		return errResult(argErr(`stdin must be "none", "pipe" or "tty"`))
+	}
+	if stdin != bash.StdinNone && !a.RunInBackground {
+		return errResult(argErr("stdin %q needs run_in_background: true (a foreground command takes no input)", a.Stdin))
+	}
+	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin}
 	if a.RunInBackground {
 		return b.background(ctx, caller, cmd)
 	}
@@ -247,5 +291,8 @@ func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS i
 	}
 	return Result{Text: joinLines(r.Output, clamped, note, statusLine(r.Outcome.Status, r.Outcome.Detail)), IsError: err != nil}
 }
+
+// bashStdinModes are the values of the stdin parameter.
+var bashStdinModes = []string{"none", "pipe", "tty"}
 
 var _ Tool = (*BashTool)(nil)

@@ -38,6 +38,7 @@ func (f *fakeRunner) Run(_ context.Context, c bash.Command, _ time.Duration) (ba
 func allTools(e *env, r *fakeRunner) []tools.Tool {
 	return append(e.tt.Tools(),
 		tools.NewBashWithRunner(e.rt, r),
+		&renamed{Tool: tools.NewBashWithRunner(e.rt, r, tools.WithoutStdin()), name: "bash (stdin disabled)"},
 		&renamed{Tool: tools.NewBashWithRunner(e.rt, r, tools.WithRunInBackground(false)), name: "bash (run_in_background disabled)"})
 }
 

@@ -454,7 +454,7 @@ func TestFloodKeepsMemoryBoundedAndCountsDroppedBytesExactly(t *testing.T) {
 				peakHeap = max(peakHeap, m.HeapInuse)
 				mu.Unlock()
 			}
-			st := h.task.out.stats()
+			st := h.task.out.Stats()
 			assert.Equal(t, int64(size), cursor, "reads cover the whole output")
 			assert.Equal(t, int64(size), st.Written)
 			assert.Equal(t, int64(size-tail-spillCap), st.Dropped, "dropped bytes")
@@ -477,7 +477,7 @@ func TestFloodCancelledMidway(t *testing.T) {
 	defer tick.Stop()
 	var cursor, left int64
 	source := func(off int64) byte { return "y\n"[off%2] }
-	for h.task.out.stats().Written < 50_000_000 {
+	for h.task.out.Stats().Written < 50_000_000 {
 		end, l := account(t, cursor, h.ReadOutput(), source)
 		cursor, left = end, left+l
 		<-tick.C
@@ -486,7 +486,7 @@ func TestFloodCancelledMidway(t *testing.T) {
 	o := h.awaitDone(t, settleLimit)
 	assert.Equal(t, "signal: SIGTERM", o.Detail)
 	end, l := account(t, cursor, h.ReadOutput(), source)
-	st := h.task.out.stats()
+	st := h.task.out.Stats()
 	assert.Equal(t, st.Written, end, "reads cover the whole output")
 	assert.Equal(t, st.Written-int64(DefaultTail)-(1<<20), st.Dropped)
 	t.Logf("yes wrote %d MB before it was killed; %d bytes left out of reads", st.Written/1_000_000, left+l)

@@ -4,11 +4,22 @@ package bash
 
 import (
 	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
 )
 
 // BenchmarkTrue measures the cost of one short command from start to settlement:
@@ -99,4 +110,123 @@ func idleProcesses(n int) (stop func() error, err error) {
 		}
 		return cmd.Wait()
 	}, nil
+}
+
+// BenchmarkInputRoundTrip measures an interactive round trip through the runtime:
+// from Tasks.Input writing a line to a command that answers it (`while read -r l; do
+// echo "got $l"; done`) to Tasks.ReadUntil returning the answer, in each stdin mode.
+// Next to it, in the same run, the floor: the same command driven directly, with
+// os/exec on pipes (pipe) or on a creack/pty terminal (tty), reading the answer with
+// a bufio.Reader. Each op is one round trip; p50-µs and p99-µs are the median and the
+// 99th percentile of the op's latencies (run it with -benchtime=400x or more).
+func BenchmarkInputRoundTrip(b *testing.B) {
+	const script = `while read -r l; do echo "got $l"; done`
+	for _, mode := range interactiveModes {
+		b.Run("stdin="+mode.String()+"/impl=runtime", func(b *testing.B) {
+			ctx := context.Background()
+			rt, err := actors.NewRuntime()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = rt.Close(ctx) }()
+			defer rt.Tasks().AttachSurface("bench")()
+			p := New(WithSpillDir(b.TempDir()))
+			id, err := rt.Tasks().Start(ctx, p.Spec("", Command{Command: script, Stdin: mode}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			lat := make([]time.Duration, 0, b.N)
+			i := 0
+			for b.Loop() {
+				i++
+				begin := time.Now()
+				if err := rt.Tasks().Input(ctx, id, "", []byte(strconv.Itoa(i)+"\n"), false); err != nil {
+					b.Fatal(err)
+				}
+				r, err := rt.Tasks().ReadUntil(ctx, id, "", `got `+strconv.Itoa(i)+`\r?\n`, time.Minute)
+				if err != nil || r.Reason != messages.UntilMatched {
+					b.Fatalf("round trip %d: %v, %s, %q", i, err, r.Reason, r.Output)
+				}
+				lat = append(lat, time.Since(begin))
+			}
+			reportLatencies(b, lat)
+			if err := rt.Tasks().Input(ctx, id, "", nil, true); err != nil {
+				b.Fatal(err)
+			}
+			if s, err := rt.Tasks().Wait(ctx, id, "", time.Minute); err != nil || s.Detail != "exit code: 0" {
+				b.Fatalf("end: %v %+v", err, s)
+			}
+		})
+		b.Run("stdin="+mode.String()+"/impl=direct", func(b *testing.B) {
+			cmd := exec.Command(DefaultShell, "-c", script)
+			var (
+				w   io.WriteCloser
+				r   io.Reader
+				err error
+			)
+			if mode == StdinTTY {
+				var f *os.File
+				if f, err = pty.Start(cmd); err == nil {
+					defer f.Close()
+					w, r = f, f
+				}
+			} else {
+				if w, err = cmd.StdinPipe(); err == nil {
+					r, err = cmd.StdoutPipe()
+				}
+				if err == nil {
+					err = cmd.Start()
+				}
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			br := bufio.NewReader(r)
+			lat := make([]time.Duration, 0, b.N)
+			i := 0
+			for b.Loop() {
+				i++
+				want := "got " + strconv.Itoa(i)
+				begin := time.Now()
+				if _, err := io.WriteString(w, strconv.Itoa(i)+"\n"); err != nil {
+					b.Fatal(err)
+				}
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						b.Fatal(err)
+					}
+					if strings.TrimRight(line, "\r\n") == want {
+						break
+					}
+				}
+				lat = append(lat, time.Since(begin))
+			}
+			reportLatencies(b, lat)
+			if mode == StdinTTY {
+				_, err = w.Write([]byte{ctrlD})
+			} else {
+				err = w.Close()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// reportLatencies reports the median and the 99th percentile of lat.
+func reportLatencies(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	at := func(q float64) float64 {
+		return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(at(0.50), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
 }

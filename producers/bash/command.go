@@ -72,3 +72,72 @@ func shortLabel(command string) string {
 
 // bigCommand reports whether command goes on a descriptor.
 func bigCommand(command string) bool { return len(command) > maxArgCommand }
+
+// Stdin is what a background command reads on its standard input. Its zero value is
+// StdinNone.
+type Stdin uint8
+
+const (
+	// StdinNone gives the command /dev/null: it reads end-of-file at once. The task
+	// takes no input (the runtime answers Input with messages.ErrNoInput).
+	StdinNone Stdin = iota
+	// StdinPipe gives the command the read end of a pipe; the task's Hooks.Input
+	// writes to the other end, in order, and closes it on eof. The pipe stays open
+	// until eof is sent or the command's shell exits (then it is closed, and input
+	// fails with messages.ErrTaskEnded). A write to a full pipe blocks the caller
+	// (the runtime's input goroutine for that task, nothing else) until the command
+	// reads or the task ends. Output goes to a pipe as with StdinNone.
+	StdinPipe
+	// StdinTTY runs the command on a pseudo-terminal of its own (its controlling
+	// terminal, in a new session): standard input, output and error are the
+	// terminal, so programs that behave differently on a terminal (prompts, REPLs,
+	// line editing, colour) do, and the task's output is what the terminal shows —
+	// including the terminal's echo of the input and "\r\n" line ends. The window
+	// has a fixed size (WithTerminalSize, default 80×24) and TERM is "dumb" unless
+	// Command.Env sets it. Input is typed at the terminal: the kernel's line
+	// discipline applies (in canonical mode an unfinished line holds at most 4095
+	// bytes; ^C sends SIGINT to the foreground job). eof types the terminal's
+	// end-of-file character (VEOF, normally ^D) — twice when the input so far ends
+	// mid-line, since the first one only ends that line — and leaves the terminal
+	// open: a program reading in canonical mode sees end-of-file, one in raw mode
+	// sees the byte. Input after the shell exited fails with messages.ErrTaskEnded.
+	StdinTTY
+)
+
+// String returns "none", "pipe" or "tty".
+func (s Stdin) String() string {
+	switch s {
+	case StdinNone:
+		return "none"
+	case StdinPipe:
+		return "pipe"
+	case StdinTTY:
+		return "tty"
+	}
+	return fmt.Sprintf("Stdin(%d)", uint8(s))
+}
+
+// ErrStdin is returned by Start for an unknown stdin mode, by Run for any mode but
+// StdinNone, and by ParseStdin for a name it does not know.
+var ErrStdin = errors.New("bash: invalid stdin mode")
+
+// ParseStdin returns the mode named "none", "pipe" or "tty"; "" is StdinNone.
+func ParseStdin(name string) (Stdin, error) {
+	switch name {
+	case "", "none":
+		return StdinNone, nil
+	case "pipe":
+		return StdinPipe, nil
+	case "tty":
+		return StdinTTY, nil
+	}
+	return StdinNone, fmt.Errorf("%w %q (want none, pipe or tty)", ErrStdin, truncateName(name))
+}
+
+// truncateName bounds a name quoted in an error.
+func truncateName(s string) string {
+	if len(s) <= 32 {
+		return s
+	}
+	return s[:32] + "…"
+}

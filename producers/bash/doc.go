@@ -10,8 +10,10 @@
 // command), with stdin on /dev/null and stdout and stderr merged into one pipe, in
 // arrival order. A command of up to MaxCommand (1 MiB) bytes is accepted; one over
 // 64 KiB is handed to the shell on a descriptor rather than as an argument, since
-// the kernel refuses an argument of 128 KiB or more. The output lands in an
-// offset-keyed buffer: the first bytes (the head) and the latest bytes (the tail)
+// the kernel refuses an argument of 128 KiB or more. The output lands in a
+// producers/output.Buffer, which the task's hooks hand to the runtime as
+// Hooks.Output (so bash tasks answer reads up to a pattern, observer reads by offset
+// and output events): the first bytes (the head) and the latest bytes (the tail)
 // stay in memory, everything past the first read's worth is also written through to
 // a size-capped spill file, and whatever fits nowhere is counted as dropped. Reads
 // are consuming deltas; a delta larger than one read may return is shown as its
@@ -19,6 +21,21 @@
 // left out, where they are saved and how many were not kept. Memory per task in
 // this process is bounded by the head, tail and read buffer sizes, whatever the
 // command prints.
+//
+// # Input
+//
+// A background command's stdin (Command.Stdin) is /dev/null by default
+// (StdinNone). StdinPipe gives it a pipe and StdinTTY a pseudo-terminal of its own
+// (github.com/creack/pty; its controlling terminal, in a new session, with a fixed
+// window size and TERM=dumb unless configured; output then comes from the terminal,
+// into the same bounded buffer). Either way the task's Hooks.Input writes to it, one
+// call at a time and in order; a write to a full pipe or terminal blocks that call
+// (the runtime's input goroutine for the task, nothing else) until the command
+// reads or the task ends. eof closes the pipe, or types the terminal's end-of-file
+// character (see StdinTTY). Once the shell has exited, input fails with
+// messages.ErrTaskEnded, and a write still blocked then returns with that error.
+// Containment, kills and "no survivors" are the same in every mode. Foreground Run
+// takes no input.
 //
 // No process survives its task. Cancelling sends SIGTERM to the task's processes
 // and SIGKILL after a grace period; when the leader exits (on its own or killed),
@@ -76,6 +93,8 @@
 //
 // It is Linux-only (it relies on /proc, pidfds, prctl and cgroups); elsewhere Start
 // fails. It is not a sandbox: a command running as root can move itself out of its
-// cgroup, and in sweep mode a command can hide as described above. It is not for
-// interactive programs: there is no terminal and stdin is empty.
+// cgroup, and in sweep mode a command can hide as described above. Its terminals are
+// not for password prompts (input is data the caller hands over, typically a model's
+// tool call) nor for full-screen programs: no terminal emulator interprets their
+// escape sequences, which reach the output as raw bytes.
 package bash

@@ -4,20 +4,27 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // Defaults of the options.
 const (
-	DefaultGrace        = 3 * time.Second // SIGTERM to SIGKILL
-	DefaultMaxRead      = 32 << 10        // bytes one read returns at most (before rendering)
-	DefaultHead         = 32 << 10        // bytes kept in memory from the start of the output
-	DefaultTail         = 64 << 10        // bytes kept in memory from the end of the output
-	DefaultSpillCap     = 64 << 20        // bytes the spill file holds at most
-	DefaultDrainTimeout = 2 * time.Second // wait for the pipe's end after the last known writer died
-	DefaultShell        = "/bin/bash"     // the shell run with -c
-	minMaxRead          = 256
-	minTail             = 4 << 10
+	DefaultGrace        = 3 * time.Second        // SIGTERM to SIGKILL
+	DefaultMaxRead      = output.DefaultMaxRead  // bytes one read returns at most (before rendering)
+	DefaultHead         = output.DefaultHead     // bytes kept in memory from the start of the output
+	DefaultTail         = output.DefaultTail     // bytes kept in memory from the end of the output
+	DefaultSpillCap     = output.DefaultSpillCap // bytes the spill file holds at most
+	DefaultDrainTimeout = 2 * time.Second        // wait for the pipe's end after the last known writer died
+	DefaultShell        = "/bin/bash"            // the shell run with -c
+	DefaultTerminalCols = 80                     // a StdinTTY command's window width
+	DefaultTerminalRows = 24                     // a StdinTTY command's window height
+	minMaxRead          = 256                    // output's minimum too
+	minTail             = 4 << 10                // output's minimum too
 )
+
+// spillPrefix starts the names of the producer's spill files.
+const spillPrefix = "taskrt-bash-"
 
 // config is the producer's configuration, fixed at New.
 type config struct {
@@ -33,6 +40,25 @@ type config struct {
 	containment  Containment // 0: detect
 	cgroupRoot   string      // "": this process's own cgroup v2 directory
 	limits       Limits      // defaults for every command
+	termCols     int         // StdinTTY window size
+	termRows     int
+}
+
+// outputOptions maps the output options (WithMaxRead, WithOutputMemory,
+// WithSpillDir, WithSpillCap, WithoutSpill, WithLogger) onto the options of a task's
+// output buffer.
+func (c config) outputOptions() []output.Option {
+	opts := []output.Option{
+		output.WithMaxRead(c.maxRead),
+		output.WithMemory(c.head, c.tail),
+		output.WithSpillDir(c.spillDir),
+		output.WithSpillPrefix(spillPrefix),
+		output.WithLogger(c.logger),
+	}
+	if c.spillCap > 0 {
+		return append(opts, output.WithSpillCap(c.spillCap))
+	}
+	return append(opts, output.WithoutSpill())
 }
 
 func defaultConfig() config {
@@ -47,6 +73,8 @@ func defaultConfig() config {
 		shell:        DefaultShell,
 		subreaper:    true,
 		logger:       slog.New(slog.DiscardHandler),
+		termCols:     DefaultTerminalCols,
+		termRows:     DefaultTerminalRows,
 	}
 }
 
@@ -229,6 +257,21 @@ func WithCPULimit(cpus float64) Option {
 	return optionFunc(func(c *config) {
 		if cpus > 0 {
 			c.limits.CPU = cpus
+		}
+	})
+}
+
+// WithTerminalSize sets the window size of the pseudo-terminal a StdinTTY command
+// runs on, in character cells (default 80 columns, 24 rows; at most 65535 each). The
+// size is fixed for the life of the command. A zero or negative value keeps that
+// part's default.
+func WithTerminalSize(cols, rows int) Option {
+	return optionFunc(func(c *config) {
+		if cols > 0 {
+			c.termCols = min(cols, 1<<16-1)
+		}
+		if rows > 0 {
+			c.termRows = min(rows, 1<<16-1)
 		}
 	})
 }

@@ -38,6 +38,7 @@ func TestZeroAndNegativeOptionValuesKeepTheDefaults(t *testing.T) {
 			"WithMaxProcesses":  WithMaxProcesses(v),
 			"WithMemoryLimit":   WithMemoryLimit(int64(v)),
 			"WithCPULimit":      WithCPULimit(float64(v)),
+			"WithTerminalSize":  WithTerminalSize(v, v),
 			"Command.Limits.or": optionFunc(func(c *config) { c.limits = Limits{Processes: v, Memory: int64(v), CPU: float64(v)}.or(c.limits) }),
 		}
 		for name, opt := range opts {
@@ -63,6 +64,10 @@ func TestExplicitNoneOptions(t *testing.T) {
 			assert.True(t, tc.want(configOf(WithGrace(time.Minute), WithSpillCap(1<<20), tc.opt)))
 		})
 	}
+	t.Run("a terminal size past the kernel's is lowered to it", func(t *testing.T) {
+		cfg := configOf(WithTerminalSize(1<<20, 1<<17))
+		assert.Equal(t, [2]int{65535, 65535}, [2]int{cfg.termCols, cfg.termRows})
+	})
 	t.Run("a small positive value is raised to the minimum", func(t *testing.T) {
 		cfg := configOf(WithMaxRead(1), WithOutputMemory(1, 1))
 		assert.Equal(t, minMaxRead, cfg.maxRead)

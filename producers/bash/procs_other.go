@@ -20,16 +20,18 @@ func supported() error {
 	return fmt.Errorf("bash producer needs Linux: %w", errors.ErrUnsupported)
 }
 
-func enableSubreaper() error                          { return errors.ErrUnsupported }
-func waitExited(int) error                            { return errors.ErrUnsupported }
-func signalGroup(int, syscall.Signal) error           { return errors.ErrUnsupported }
-func markedPids(func(string) bool) map[int]bool       { return map[int]bool{} }
-func signalName(sig syscall.Signal) string            { return "signal " + strconv.Itoa(int(sig)) }
-func spawn(*exec.Cmd, *taskCgroup, bool) error        { return errors.ErrUnsupported }
-func scriptFile(string) (*os.File, error)             { return nil, errors.ErrUnsupported }
-func hasControllingTerminal() bool                    { return false }
-func populated(string) int                            { return -1 }
-func waitFor(string, time.Duration, func() bool) bool { return true }
+func enableSubreaper() error                            { return errors.ErrUnsupported }
+func waitExited(int) error                              { return errors.ErrUnsupported }
+func signalGroup(int, syscall.Signal) error             { return errors.ErrUnsupported }
+func markedPids(func(string) bool) map[int]bool         { return map[int]bool{} }
+func signalName(sig syscall.Signal) string              { return "signal " + strconv.Itoa(int(sig)) }
+func spawn(*exec.Cmd, *taskCgroup, bool, bool) error    { return errors.ErrUnsupported }
+func openTerminal(int, int) (*os.File, *os.File, error) { return nil, nil, errors.ErrUnsupported }
+func terminalEOF(*os.File) byte                         { return ctrlD }
+func scriptFile(string) (*os.File, error)               { return nil, errors.ErrUnsupported }
+func hasControllingTerminal() bool                      { return false }
+func populated(string) int                              { return -1 }
+func waitFor(string, time.Duration, func() bool) bool   { return true }
 
 const sweepTimeout = 10 * time.Second
 

@@ -32,6 +32,11 @@ type Command struct {
 	// producer's default (WithMaxProcesses, WithMemoryLimit, WithCPULimit). Limits
 	// need cgroup containment.
 	Limits Limits
+	// Stdin is what the command reads on its standard input: StdinNone (the zero
+	// value: /dev/null), StdinPipe or StdinTTY, the last two written through the
+	// task's Hooks.Input. Background commands only: Run refuses any mode but
+	// StdinNone.
+	Stdin Stdin
 }
 
 // Producer runs shell commands as taskrt tasks. Its zero value is not usable; call
@@ -119,10 +124,13 @@ func (p *Producer) ContainmentDetail() string { return p.detail }
 // NUL-containing command, a malformed Env entry, a missing directory, a limit that
 // cannot be enforced, a shell that cannot be run) means nothing was started.
 //
-// The hooks: ReadOutput is a consuming delta read (see WithMaxRead); Cancel sends
-// SIGTERM to the command's processes, then SIGKILL after the grace period, and
-// never blocks; Done delivers the Outcome once every process of the task is gone and
-// the output is drained; Release removes the spill file.
+// The hooks: Output is the task's output buffer (a producers/output.Buffer: consuming
+// reads, reads up to a pattern, observer reads, growth events), and ReadOutput its
+// consuming delta read (see WithMaxRead); Input, for StdinPipe and StdinTTY commands
+// only, writes to the command's input (see Stdin); Cancel sends SIGTERM to the
+// command's processes, then SIGKILL after the grace period, and never blocks; Done
+// delivers the Outcome once every process of the task is gone and the output is
+// drained; Release removes the spill file.
 func (p *Producer) Start(c Command) (messages.Hooks, error) {
 	t, err := p.start(c)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/taskrt/taskrt/messages"
 )
 
 // Cgroup mode's zombies. When this process receives orphans (it is a child
@@ -53,7 +55,7 @@ func (r *reaper) run(line string) error {
 		r.running = true // no loop starts while the caller runs its round
 		r.mu.Unlock()
 		var busy map[string]bool
-		err := contain(func() error { busy = r.round([]*reapReq{req}); return nil })
+		err := messages.Contain("bash reaper", func() error { busy = r.round([]*reapReq{req}); return nil })
 		r.mu.Lock()
 		if err == nil && !busy[line] {
 			if len(r.queue) > 0 {
@@ -89,7 +91,7 @@ func (r *reaper) loop() {
 		r.mu.Unlock()
 
 		var busy map[string]bool
-		if err := contain(func() error { busy = r.round(active); return nil }); err != nil {
+		if err := messages.Contain("bash reaper", func() error { busy = r.round(active); return nil }); err != nil {
 			for _, req := range active {
 				req.done <- fmt.Errorf("reaping orphans: %w", err)
 			}

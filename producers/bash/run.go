@@ -29,10 +29,14 @@ type Result struct {
 // is cancelled like a background task (SIGTERM to the group, SIGKILL after the
 // grace period) and Run still waits for it to settle. On ctx's end Run returns the
 // partial Result together with ctx's error. Errors from starting the command are
-// returned as Start returns them, with a zero Result.
+// returned as Start returns them, with a zero Result. A foreground command takes no
+// input: c.Stdin must be StdinNone (else ErrStdin), and the command reads /dev/null.
 func (p *Producer) Run(ctx context.Context, c Command, timeout time.Duration) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
+	}
+	if c.Stdin != StdinNone {
+		return Result{}, fmt.Errorf("%w: a foreground command takes no input (stdin %s is for background commands)", ErrStdin, c.Stdin)
 	}
 	t, err := p.start(c)
 	if err != nil {
@@ -59,7 +63,7 @@ func (p *Producer) Run(ctx context.Context, c Command, timeout time.Duration) (R
 		_ = t.cancel("caller gave up: " + ctxErr.Error())
 		res.Outcome = <-t.done
 	}
-	t.out.release("")
+	t.out.RemoveSpill("")
 	res.Output = t.out.Read()
 	res.ExitCode = t.exitCode
 	return res, ctxErr

@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/taskrt/taskrt/messages"
 )
 
 // errThreadStuck reports that the spawning thread could not leave a task's v1
@@ -23,7 +25,8 @@ var errThreadStuck = errors.New("bash: the spawning thread could not leave the t
 
 // spawn starts cmd as a task's leader: in a new process group (in a new session
 // too when newSession is set), with SIGKILL as its parent-death signal, and, with
-// a cgroup, inside it from its first instruction.
+// a cgroup, inside it from its first instruction. With ctty, it runs in a new
+// session whose controlling terminal is its standard input (a terminal).
 //
 // The parent-death signal fires when the thread that forked the leader ends, not the
 // process, so the fork runs on a goroutine of its own that locks its OS thread for
@@ -34,8 +37,9 @@ var errThreadStuck = errors.New("bash: the spawning thread could not leave the t
 // Limits placed in cgroup v1 need the leader in v1 cgroups too, before it can fork:
 // membership there is per thread and inherited by a fork, so the locked thread
 // enters the task's v1 cgroups, forks, and leaves them.
-func spawn(cmd *exec.Cmd, cg *taskCgroup, newSession bool) error {
-	attr := &syscall.SysProcAttr{Setsid: newSession, Setpgid: !newSession, Pdeathsig: syscall.SIGKILL}
+func spawn(cmd *exec.Cmd, cg *taskCgroup, newSession, ctty bool) error {
+	newSession = newSession || ctty
+	attr := &syscall.SysProcAttr{Setsid: newSession, Setpgid: !newSession, Setctty: ctty, Ctty: 0, Pdeathsig: syscall.SIGKILL}
 	if cg != nil {
 		attr.UseCgroupFD = true
 		attr.CgroupFD = cg.fd
@@ -50,7 +54,7 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 	runtime.LockOSThread()
 	if cg == nil || len(cg.v1) == 0 {
 		defer runtime.UnlockOSThread()
-		return contain(cmd.Start)
+		return messages.Contain("bash spawn", cmd.Start)
 	}
 	tid := unix.Gettid()
 	if tid == selfPid {
@@ -90,7 +94,7 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 		entered = append(entered, ctl)
 	}
 	if err == nil {
-		err = contain(cmd.Start)
+		err = messages.Contain("bash spawn", cmd.Start)
 		if err == nil {
 			err = cg.lowerAfterSpawn()
 		}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/taskrt/taskrt/messages"
 )
 
 // Sweep mode: once a task's leader has exited, whatever is left of the task is
@@ -167,7 +169,7 @@ func (s *sweeper) loop() {
 			)
 			if err != nil {
 				finished, res = true, sweepResult{len(sw.killed), fmt.Errorf("finding leftover processes: %w", err)}
-			} else if perr := contain(func() error { finished, res = sw.look(snap, now); return nil }); perr != nil {
+			} else if perr := messages.Contain("bash sweep", func() error { finished, res = sw.look(snap, now); return nil }); perr != nil {
 				finished, res = true, sweepResult{len(sw.killed), fmt.Errorf("sweep: %w", perr)}
 			}
 			if finished {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // task is one running command. Its lifecycle, run by the monitor goroutine:
@@ -34,8 +35,10 @@ type task struct {
 	pid    int    // the leader's pid, also the task's process group and session id
 	marker string // TASKRT_BASH_TASK value of this task
 	jail   jail   // how the task's processes are kept together and ended
-	out    *output
-	pipe   *os.File // read end of the output pipe; used by the reader, closed by the monitor
+	out    *output.Buffer
+	pipe   *os.File // read end of the output: the pipe's, or the terminal's master; used by the reader, closed by the monitor
+	in     *input   // the command's input (StdinPipe, StdinTTY); nil for StdinNone
+	tty    bool     // the command runs on a terminal of its own: pipe is its master
 
 	cancelOnce sync.Once
 	cancelled  chan struct{} // closed by the first Cancel
@@ -98,6 +101,10 @@ func (p *Producer) start(c Command) (*task, error) {
 	if err := checkCommand(c.Command); err != nil {
 		return nil, err
 	}
+	if c.Stdin > StdinTTY {
+		return nil, fmt.Errorf("%w: %s", ErrStdin, c.Stdin)
+	}
+	tty := c.Stdin == StdinTTY
 	lim := c.Limits.or(p.cfg.limits)
 	if lim.any() && p.tree == nil {
 		return nil, fmt.Errorf("%w: %s limits need cgroup containment, and this producer uses %s mode (%s)",
@@ -105,7 +112,11 @@ func (p *Producer) start(c Command) (*task, error) {
 	}
 	seq := p.seq.Add(1)
 	marker := p.prefix + fmt.Sprint(seq)
-	env, err := environ(c.Env, marker)
+	extraEnv := c.Env
+	if tty {
+		extraEnv = append([]string{"TERM=dumb"}, c.Env...) // Command.Env may set another
+	}
+	env, err := environ(extraEnv, marker)
 	if err != nil {
 		return nil, err
 	}
@@ -151,15 +162,18 @@ func (p *Producer) start(c Command) (*task, error) {
 		defer script.Close()
 		args = []string{"-c", fdScript}
 	}
-	pr, pw, err := os.Pipe()
+	st, err := p.openStreams(c.Stdin)
 	if err != nil {
-		return fail(fmt.Errorf("bash: output pipe: %w", err))
+		return fail(err)
 	}
 	cmd := exec.Command(p.cfg.shell, args...)
 	cmd.Dir = c.Dir
 	cmd.Env = env
-	cmd.Stdout = pw // one pipe for both: output merged in arrival order
-	cmd.Stderr = pw
+	if st.childIn != nil {
+		cmd.Stdin = st.childIn // else /dev/null (a nil *os.File would be a broken one)
+	}
+	cmd.Stdout = st.childOut // one pipe (or the terminal) for both: output merged in arrival order
+	cmd.Stderr = st.childOut
 	if script != nil {
 		cmd.ExtraFiles = []*os.File{script} // descriptor 3
 	}
@@ -167,8 +181,9 @@ func (p *Producer) start(c Command) (*task, error) {
 	// also finds the task by it. In cgroup mode, when this process has no terminal
 	// to detach from, a new process group is enough, and saves what a session costs
 	// (a scheduler autogroup per command, about 0.3 to 0.5 ms on a loaded machine).
-	err = spawn(cmd, cg, cg == nil || p.ctty)
-	if cerr := pw.Close(); err == nil && cerr != nil {
+	// A terminal of the task's own needs a session to be its controlling terminal.
+	err = spawn(cmd, cg, cg == nil || p.ctty, tty)
+	if cerr := st.closeChild(); err == nil && cerr != nil {
 		err = cerr // unreachable in practice; the child would hold the only writer
 	}
 	if err != nil {
@@ -182,7 +197,7 @@ func (p *Producer) start(c Command) (*task, error) {
 				_ = waitFor(cg.dir+"/cgroup.events", sweepTimeout, func() bool { return populated(cg.dir) != 1 })
 			}
 		}
-		_ = pr.Close()
+		st.closeOurs()
 		return fail(fmt.Errorf("bash: start %q: %w", shortLabel(c.Command), err))
 	}
 	if cg != nil {
@@ -196,25 +211,41 @@ func (p *Producer) start(c Command) (*task, error) {
 		pid:       cmd.Process.Pid,
 		marker:    marker,
 		jail:      j,
-		out:       newOutput(p.cfg),
-		pipe:      pr,
+		out:       output.New(p.cfg.outputOptions()...),
+		pipe:      st.out,
+		in:        st.in,
+		tty:       tty,
 		cancelled: make(chan struct{}),
 		exitCode:  -1,
 		done:      make(chan messages.Outcome, 1),
 	}
-	t.log.Debug("bash task started", "command", shortLabel(c.Command), "containment", p.mode.String())
+	t.log.Debug("bash task started", "command", shortLabel(c.Command), "containment", p.mode.String(), "stdin", c.Stdin.String())
 	go t.monitor()
 	return t, nil
 }
 
-// hooks hands the task to the runtime.
+// hooks hands the task to the runtime. The output buffer is both Output (which the
+// runtime prefers: reads up to a pattern, observer reads, output events) and, for
+// callers of the hooks that only know consuming reads, ReadOutput: one cursor either
+// way.
 func (t *task) hooks() messages.Hooks {
 	return messages.Hooks{
 		Cancel:     t.cancel,
 		Done:       t.done,
 		ReadOutput: t.out.Read,
-		Release:    t.out.discard,
+		Output:     t.out,
+		Input:      t.inputHook(),
+		Release:    t.out.Release,
 	}
+}
+
+// inputHook is Hooks.Input: nil for StdinNone, so that the runtime answers input to
+// such a task with messages.ErrNoInput.
+func (t *task) inputHook() func(data []byte, eof bool) error {
+	if t.in == nil {
+		return nil
+	}
+	return t.in.write
 }
 
 // cancel is Hooks.Cancel: it records the reason and wakes the monitor, which does
@@ -253,9 +284,10 @@ func (t *task) monitor() {
 	exited := make(chan error, 1)
 	drained := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { exited <- contain(func() error { return waitExited(t.pid) }) })
-	wg.Go(func() { drained <- contain(t.readAll) })
+	wg.Go(func() { exited <- messages.Contain("bash exit waiter", func() error { return waitExited(t.pid) }) })
+	wg.Go(func() { drained <- messages.Contain("bash output reader", t.readAll) })
 	o := t.lifecycle(exited, drained)
+	t.in.end() // done at the leader's exit already, unless the lifecycle failed before it
 	wg.Wait()
 	t.done <- o
 }
@@ -263,18 +295,22 @@ func (t *task) monitor() {
 // lifecycle runs steps 1 to 5 and returns the outcome. A panic is contained: the
 // task is then killed, settled, reaped, drained and released all the same, and
 // fails.
-func (t *task) lifecycle(exited, drained <-chan error) (o messages.Outcome) {
+func (t *task) lifecycle(exited, drained <-chan error) messages.Outcome {
 	pr := &progress{}
-	defer func() {
-		if r := recover(); r != nil {
-			o = t.salvage(pr, exited, drained, fmt.Errorf("panic: %v", r))
-		}
-	}()
+	var o messages.Outcome
+	if err := messages.Contain("bash lifecycle", func() error { o = t.steps(pr, exited, drained); return nil }); err != nil {
+		return t.salvage(pr, exited, drained, err)
+	}
+	return o
+}
 
+// steps runs steps 1 to 5 and returns the outcome.
+func (t *task) steps(pr *progress, exited, drained <-chan error) (o messages.Outcome) {
 	// 1. Wait for the leader to exit, acting on Cancel and the grace period.
 	if err := t.awaitLeader(pr, exited, drained); err != nil {
 		return t.salvage(pr, exited, drained, fmt.Errorf("waiting for the shell: %w", err))
 	}
+	t.in.end() // nothing reads the input any more
 	if testHookLeaderExited != nil {
 		testHookLeaderExited()
 	}
@@ -399,13 +435,17 @@ func (t *task) drain(pr *progress, drained <-chan error) (note string) {
 		return ""
 	case <-timer.C:
 	}
-	t.log.Warn("bash: output pipe still open after every known process died; stopped reading")
+	what := "output pipe"
+	if t.tty {
+		what = "terminal"
+	}
+	t.log.Warn("bash: " + what + " still open after every known process died; stopped reading")
 	if err := t.pipe.SetReadDeadline(time.Now()); err != nil {
 		t.closePipe() // unblocks the reader too
 	}
 	err := <-drained
 	pr.drained, pr.readErr = true, errors.Join(pr.readErr, err)
-	return "output pipe held open by an untracked process; stopped reading"
+	return what + " held open by an untracked process; stopped reading"
 }
 
 func (t *task) closePipe() {
@@ -417,17 +457,19 @@ func (t *task) closePipe() {
 // readAll is the reader goroutine: it copies the pipe into the output buffer until
 // the end of the pipe or the drain deadline.
 func (t *task) readAll() error {
-	defer t.out.finish()
+	defer t.out.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := t.pipe.Read(buf)
 		if n > 0 {
-			t.out.write(buf[:n])
+			_, _ = t.out.Write(buf[:n]) // never fails: what does not fit is counted as dropped
 		}
 		switch {
 		case err == nil:
 		case errors.Is(err, io.EOF), errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, os.ErrClosed):
 			return nil
+		case t.tty && errors.Is(err, syscall.EIO):
+			return nil // a terminal's master reads EIO once no process holds the terminal: its end
 		default:
 			return err
 		}
@@ -473,25 +515,33 @@ func (t *task) decide(pr *progress, state *os.ProcessState, leftovers int, hits 
 
 // salvage ends a lifecycle that went wrong: it kills, settles, reaps, drains and
 // releases whatever the normal path did not, each step contained, and returns a
-// failure.
+// failure. A contained panic reads "internal error: panic: VALUE" in the detail; its
+// stack goes to the log.
 func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) messages.Outcome {
-	t.log.Error("bash task failed internally; killing it", "err", cause)
+	var pe *messages.PanicError
+	if errors.As(cause, &pe) {
+		t.log.Error("bash task failed internally; killing it", "err", cause, "stack", string(pe.Stack))
+		cause = fmt.Errorf("panic: %v", pe.Value)
+	} else {
+		t.log.Error("bash task failed internally; killing it", "err", cause)
+	}
 	if !pr.exited {
 		if !pr.reaped {
-			_ = contain(func() error { return t.jail.kill(t.pid) })
+			_ = messages.Contain("bash salvage kill", func() error { return t.jail.kill(t.pid) })
 		}
 		<-exited
 		pr.exited = true
 	}
+	t.in.end()
 	if !pr.settled {
-		_ = contain(func() error { _, err := t.jail.settle(t.pid); return err })
+		_ = messages.Contain("bash salvage settle", func() error { _, err := t.jail.settle(t.pid); return err })
 		pr.settled = true
 	}
 	if !pr.reaped {
-		_ = contain(func() error { _, err := t.reapLeader(pr); return err })
+		_ = messages.Contain("bash salvage reap", func() error { _, err := t.reapLeader(pr); return err })
 	}
 	if !pr.drained {
-		_ = contain(func() error {
+		_ = messages.Contain("bash salvage drain", func() error {
 			if err := t.pipe.SetReadDeadline(time.Now()); err != nil {
 				t.closePipe()
 			}
@@ -502,7 +552,7 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 	}
 	t.closePipe()
 	if !pr.released {
-		_ = contain(t.jail.release)
+		_ = messages.Contain("bash salvage release", t.jail.release)
 		pr.released = true
 	}
 	return messages.Outcome{Status: messages.Failed, Detail: "internal error: " + cause.Error()}
@@ -512,14 +562,4 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 func pause(d time.Duration) {
 	timer := time.NewTimer(d)
 	<-timer.C
-}
-
-// contain runs f, turning a panic into an error.
-func contain(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
-	}()
-	return f()
 }
