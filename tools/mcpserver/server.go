@@ -393,6 +393,11 @@ func (s *Server) handler(t tools.Tool) mcp.ToolHandler {
 			})
 		}
 		r := t.Call(callCtx, sess.owner, req.Params.Arguments)
+		if cause := context.Cause(callCtx); errors.Is(cause, errSessionEnded) || errors.Is(cause, errClientGone) {
+			// The call was cut short by its session's end (or its request's): it
+			// fails, rather than answer with what the cut left.
+			return nil, cause
+		}
 		res := toResult(r)
 		for _, text := range sess.takeNotices() {
 			res.Content = append(res.Content, &mcp.TextContent{Text: text})
