@@ -230,7 +230,7 @@ function renderAgent(a) {
     const label = el("td", "label", t.label);
     label.title = t.label;
     tr.append(label);
-    tr.addEventListener("click", () => select(t.id));
+    tr.tabIndex = 0;
     body.append(tr);
   }
   table.append(body);
@@ -331,6 +331,20 @@ function renderTailHead() {
   $("tail-task").textContent = t ? `${t.id} · ${t.label}` : state.selected;
   $("tail-state").textContent = t ? `${t.status}${t.detail ? " · " + t.detail : ""} · ${taskTime(t)}` : "";
 }
+
+// Rows are rebuilt on every change, so a row is selected on the press itself (a
+// click needs the same element under the press and the release), by delegation.
+$("agents").addEventListener("mousedown", (e) => {
+  const tr = e.button === 0 && e.target.closest("tr[data-task]");
+  if (tr) select(tr.dataset.task);
+});
+$("agents").addEventListener("keydown", (e) => {
+  const tr = (e.key === "Enter" || e.key === " ") && e.target.closest("tr[data-task]");
+  if (tr) {
+    e.preventDefault();
+    select(tr.dataset.task);
+  }
+});
 
 connect();
 setInterval(render, 1000); // ages
