@@ -302,7 +302,7 @@ func (p *pageHandler) events(w http.ResponseWriter, r *http.Request) {
 			for n := 0; ; n++ {
 				out.event("event", "", toPageEvent(ev))
 				resync = resync || ev.Kind == messages.EventOverflow
-				if n == pageBatch {
+				if n == pageBatch-1 {
 					break
 				}
 				select {
