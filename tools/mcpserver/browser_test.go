@@ -214,13 +214,20 @@ func TestPageInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(row(follow, "running")+` td.id`)); err != nil {
 		t.Fatalf("selecting %s: %v", follow, err)
 	}
-	tailHas := func(want string) string {
-		return fmt.Sprintf(`document.getElementById('tail').textContent.includes(%q)`, want)
+	// A tail that ended early (a task without an output stream) fails at once.
+	tailGrows := func(what, want string) {
+		t.Helper()
+		has := fmt.Sprintf(`document.getElementById('tail').textContent.includes(%q)`, want)
+		waitJS(t, ctx, what, has+` || document.getElementById('tailpane').dataset.state === "ended"`)
+		if jsText(t, ctx, `String(`+has+`)`) != "true" {
+			dump(t, ctx)
+			t.Fatalf("the tail ended before %s", what)
+		}
 	}
 	release(t, filepath.Join(dir, "a"), "alpha")
-	waitJS(t, ctx, "the first line in the tail", tailHas("line alpha\n"))
+	tailGrows("the first line in the tail", "line alpha\n")
 	release(t, filepath.Join(dir, "b"), "beta")
-	waitJS(t, ctx, "the tail to grow", tailHas("line alpha\nline beta\n"))
+	tailGrows("the tail to grow", "line alpha\nline beta\n")
 
 	// 3. A killed task turns killed, and its tail ends with it.
 	c.call(t, "task_kill", map[string]any{"task_id": string(follow)})
