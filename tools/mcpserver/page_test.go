@@ -301,8 +301,9 @@ func TestPageEventsInOrder(t *testing.T) {
 		if got := compress(seq[id]); !regexp.MustCompile(w.order).MatchString(got) {
 			t.Errorf("events of %s (%s) = %q, want %s", id, w.label, got, w.order)
 		}
-		// Output events are optional (output written before the task's actor
-		// watches it raises none); those that come count up to the output's size.
+		// Output events coalesce (how many is not in the contract), and a kind
+		// without an output stream has none: those that come count up to the
+		// output's size.
 		if got := bytes[id]; got > w.bytes {
 			t.Errorf("output events of %s (%s) end at %d bytes, want at most %d", id, w.label, got, w.bytes)
 		}
