@@ -4,8 +4,9 @@ PKGS := ./...
 STRESS_DURATION ?= 60s
 SOAK_DURATION ?= 120s
 FUZZTIME ?= 60s
+TESTFLAGS ?=
 
-.PHONY: help run test race bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript
+.PHONY: help run test race bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -21,8 +22,11 @@ mcp-transcript: ## a real stdio session with the built MCP server, as JSON-RPC l
 	$(GO) test -count=1 -run 'TestStdioSession$$' ./tools/cmd/taskrt-mcp -transcript $(CURDIR)/bin/mcp-transcript.txt
 	@cat bin/mcp-transcript.txt
 
-test: lint ## vet, gofmt check, and the race-enabled test suite
-	$(GO) test -race -count=1 $(PKGS)
+live-page: ## retake the README's screenshot of the live page (needs Chromium)
+	$(GO) test -count=1 -run 'TestPageInBrowser$$' ./tools/mcpserver -screenshot $(CURDIR)/docs/live-page.png
+
+test: lint ## vet, gofmt check, and the race-enabled test suite (TESTFLAGS adds go test flags)
+	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
 
 race: ## the test suite under the race detector (same as test, without lint)
 	$(GO) test -race -count=1 $(PKGS)

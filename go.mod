@@ -8,7 +8,13 @@ require (
 	go.uber.org/goleak v1.3.0
 )
 
-require pgregory.net/rapid v1.3.0
+require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
+	pgregory.net/rapid v1.3.0
+)
+
+require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 
 require github.com/creack/pty v1.1.24
 

@@ -47,6 +47,19 @@
 // message per second of running (ProgressInterval), progress counting the seconds,
 // with the command's latest output line as its message.
 //
+// # The live page
+//
+// PageHandler serves an operator's page (taskrt-mcp -http ADDR -ui mounts it at
+// "/"): every session's owner with its tasks, their status and age, and a live
+// tail of a selected task's output, fed over Server-Sent Events by the runtime's
+// event stream (Runtime.Subscribe) and observer reads (Tasks.Peek). It sees every
+// session — that is the embedder's decision, not a model's — but it is read-only:
+// no route acts on a task, and nothing it reads consumes a model's output, so a
+// model's next task_output returns everything since its own last read. The HTML,
+// CSS and JavaScript are embedded; there is no build step. Mount it behind
+// RequireBrowserToken off loopback: it takes the same token as RequireToken, also
+// as an HTTP Basic password, which a browser can prompt for.
+//
 // # When not to use it
 //
 // An agent harness written in Go with its own loop does not need MCP: use package

@@ -73,7 +73,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The SDK checks this too; checking first keeps a forbidden DELETE from
 	// cancelling anything below.
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && IsLoopback(la.String()) && !IsLoopback(r.Host) {
+	if rebound(r) {
 		http.Error(w, "Forbidden: invalid Host header "+r.Host, http.StatusForbidden)
 		return
 	}
@@ -107,6 +107,14 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.sdk.ServeHTTP(w, r)
 }
 
+// rebound reports whether r arrived on a loopback address with a Host that is not
+// a loopback name: a page of another site whose name was made to resolve to
+// 127.0.0.1 (DNS rebinding). The SDK's handler refuses those too.
+func rebound(r *http.Request) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && la != nil && IsLoopback(la.String()) && !IsLoopback(r.Host)
+}
+
 // httpPost returns the context of the POST request kept under key; false when that
 // request has ended.
 func (s *Server) httpPost(key string) (context.Context, bool) {
@@ -124,17 +132,44 @@ func (s *Server) httpPost(key string) (context.Context, bool) {
 // nothing. The comparison takes the same time whatever the token sent. An empty
 // token is a programming error: RequireToken panics.
 func RequireToken(token string, h http.Handler) http.Handler {
+	return requireToken(token, false, h)
+}
+
+// RequireBrowserToken is RequireToken for the live page (PageHandler), which a
+// person opens in a browser, and a browser cannot add a bearer token to a page
+// load or an EventSource: besides "Authorization: Bearer <token>" it accepts HTTP
+// Basic authentication with the token as the password (any user name), and its
+// 401 asks for Basic, so that the browser prompts for it once and sends it with
+// every request of the page. An empty token is a programming error: it panics.
+func RequireBrowserToken(token string, h http.Handler) http.Handler {
+	return requireToken(token, true, h)
+}
+
+func requireToken(token string, basic bool, h http.Handler) http.Handler {
 	if token == "" {
 		panic("mcpserver: RequireToken with an empty token")
 	}
 	want := sha256.Sum256([]byte(token))
+	challenge := `Bearer realm="taskrt-mcp"`
+	refusal := "Unauthorized: this server requires its bearer token (Authorization: Bearer <token>)"
+	if basic {
+		challenge = `Basic realm="taskrt-mcp", charset="UTF-8"`
+		refusal = "Unauthorized: this page requires the server's token (as the password, or Authorization: Bearer <token>)"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-		ok = ok && strings.EqualFold(scheme, "Bearer")
+		switch {
+		case ok && strings.EqualFold(scheme, "Bearer"):
+		case ok && basic && strings.EqualFold(scheme, "Basic"):
+			_, pass, _ := r.BasicAuth()
+			got = pass
+		default:
+			ok = false
+		}
 		sum := sha256.Sum256([]byte(got))
 		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="taskrt-mcp"`)
-			http.Error(w, "Unauthorized: this server requires its bearer token (Authorization: Bearer <token>)", http.StatusUnauthorized)
+			w.Header().Set("WWW-Authenticate", challenge)
+			http.Error(w, refusal, http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)

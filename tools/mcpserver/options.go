@@ -12,6 +12,9 @@ const (
 	DefaultSessionTimeout = 30 * time.Minute
 	// DefaultMaxRequestBytes caps one HTTP request body.
 	DefaultMaxRequestBytes = 1 << 20
+	// DefaultPageEventBuffer is how many events one connection of the live page may
+	// fall behind by before it misses some and resynchronises.
+	DefaultPageEventBuffer = 1024
 	// ProgressInterval is how often a foreground bash command that was called with
 	// a progress token reports progress.
 	ProgressInterval = time.Second
@@ -31,6 +34,7 @@ type config struct {
 	killGrace       time.Duration
 	sessionTimeout  time.Duration // 0: never
 	maxRequestBytes int64
+	pageEventBuffer int
 	logger          *slog.Logger
 }
 
@@ -38,6 +42,7 @@ func defaultConfig() config {
 	return config{
 		sessionTimeout:  DefaultSessionTimeout,
 		maxRequestBytes: DefaultMaxRequestBytes,
+		pageEventBuffer: DefaultPageEventBuffer,
 		logger:          slog.New(slog.DiscardHandler),
 	}
 }
@@ -94,6 +99,19 @@ func WithMaxRequestBytes(n int64) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
 			c.maxRequestBytes = n
+		}
+	})
+}
+
+// WithPageEventBuffer sets how many runtime events one connection of the live page
+// (PageHandler) holds for a browser that reads slower than they come (default
+// DefaultPageEventBuffer). Past it, the connection misses events, never holding
+// up the runtime: the browser gets an overflow event saying how many, and a fresh
+// snapshot. Values <= 0 keep the default.
+func WithPageEventBuffer(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.pageEventBuffer = n
 		}
 	})
 }

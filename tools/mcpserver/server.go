@@ -51,17 +51,25 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	owners atomic.Uint64 // numbers the owners: mcp-1, mcp-2, …
+	numbered atomic.Uint64 // numbers the owners: mcp-1, mcp-2, …
 
-	mu       sync.Mutex // protects phase, sessions and byID
+	mu       sync.Mutex // protects phase, sessions, byID and owners
 	phase    phase
 	sessions map[*mcp.ServerSession]*session
 	byID     map[string]*session // by HTTP session id (the Mcp-Session-Id header)
+	// owners are the owners the live page lists: an owner is added before it is
+	// registered and removed before it is disposed, so that a page's snapshot,
+	// taken after it subscribed to the runtime's events, never misses a registered
+	// owner nor lists one whose disposal it will not hear of.
+	owners map[messages.AgentID]*session
 
 	wg sync.WaitGroup // each session's watcher and log sender
 
 	httpOnce sync.Once
 	http     *httpHandler
+
+	pageOnce sync.Once
+	page     *pageHandler
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed when the teardown is complete
@@ -118,6 +126,7 @@ func New(opts ...Option) (*Server, error) {
 		tasks:    tools.NewTaskTools(rt),
 		sessions: map[*mcp.ServerSession]*session{},
 		byID:     map[string]*session{},
+		owners:   map[messages.AgentID]*session{},
 		closed:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -296,8 +305,17 @@ func (s *Server) registerAtInitialize(next mcp.MethodHandler) mcp.MethodHandler 
 // begin registers the owner of a new session and starts the session's watcher
 // (which disposes the owner when the session ends) and log sender.
 func (s *Server) begin(ctx context.Context, ss *mcp.ServerSession) error {
-	sess := newSession(s, ss, messages.AgentID(fmt.Sprintf("mcp-%d", s.owners.Add(1))))
+	sess := newSession(s, ss, messages.AgentID(fmt.Sprintf("mcp-%d", s.numbered.Add(1))))
+	s.mu.Lock()
+	if s.phase != open {
+		s.mu.Unlock()
+		sess.cancel(errSessionEnded)
+		return ErrClosed
+	}
+	s.owners[sess.owner] = sess
+	s.mu.Unlock()
 	if err := s.rt.Agents().Register(ctx, sess.owner, actors.WithInjector(sess.inject)); err != nil {
+		s.dropOwner(sess)
 		sess.cancel(errSessionEnded)
 		if errors.Is(err, messages.ErrClosed) {
 			return ErrClosed
@@ -306,6 +324,7 @@ func (s *Server) begin(ctx context.Context, ss *mcp.ServerSession) error {
 	}
 	s.mu.Lock()
 	if s.phase != open {
+		delete(s.owners, sess.owner)
 		s.mu.Unlock()
 		sess.cancel(errSessionEnded)
 		_ = s.rt.Agents().Dispose(context.Background(), sess.owner)
@@ -323,11 +342,19 @@ func (s *Server) begin(ctx context.Context, ss *mcp.ServerSession) error {
 	return nil
 }
 
+// dropOwner removes sess from the owners the live page lists.
+func (s *Server) dropOwner(sess *session) {
+	s.mu.Lock()
+	delete(s.owners, sess.owner)
+	s.mu.Unlock()
+}
+
 // watch waits for the session to end, however it ends, and disposes its owner.
 func (s *Server) watch(sess *session) {
 	defer s.wg.Done()
 	_ = sess.ss.Wait()
 	sess.finish()
+	s.dropOwner(sess)
 	if err := s.rt.Agents().Dispose(context.Background(), sess.owner); err != nil && !errors.Is(err, messages.ErrClosed) {
 		s.log.Warn("disposing a session's owner", "owner", sess.owner, "err", err)
 	}
@@ -366,6 +393,11 @@ func (s *Server) handler(t tools.Tool) mcp.ToolHandler {
 			})
 		}
 		r := t.Call(callCtx, sess.owner, req.Params.Arguments)
+		if cause := context.Cause(callCtx); errors.Is(cause, errSessionEnded) || errors.Is(cause, errClientGone) {
+			// The call was cut short by its session's end (or its request's): it
+			// fails, rather than answer with what the cut left.
+			return nil, cause
+		}
 		res := toResult(r)
 		for _, text := range sess.takeNotices() {
 			res.Content = append(res.Content, &mcp.TextContent{Text: text})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -37,6 +38,7 @@ type session struct {
 	ss    *mcp.ServerSession
 	owner messages.AgentID
 	id    string // the HTTP session id, "" on stdio and in-memory transports
+	began time.Time
 
 	// ctx ends when the session ends; every call's context ends with it.
 	ctx    context.Context
@@ -57,7 +59,7 @@ type notice struct {
 }
 
 func newSession(s *Server, ss *mcp.ServerSession, owner messages.AgentID) *session {
-	sess := &session{srv: s, ss: ss, owner: owner, id: ss.ID(),
+	sess := &session{srv: s, ss: ss, owner: owner, id: ss.ID(), began: time.Now(),
 		logs: make(chan string, logBuffer), ended: make(chan struct{})}
 	sess.ctx, sess.cancel = context.WithCancelCause(s.ctx)
 	return sess

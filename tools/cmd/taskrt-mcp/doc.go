@@ -10,7 +10,10 @@
 // By default it serves one session over stdin and stdout, as an MCP client that
 // launches it expects. With -http ADDR it serves the streamable HTTP transport at
 // http://ADDR/mcp (ADDR ":8080" binds 127.0.0.1:8080); a bearer token (-token or
-// TASKRT_MCP_TOKEN) is required when ADDR is not a loopback address.
+// TASKRT_MCP_TOKEN) is required when ADDR is not a loopback address. With -ui it
+// also serves a live, read-only page of every session and its tasks at
+// http://ADDR/, behind the same token (which a browser can give as a Basic
+// password).
 //
 // SIGINT or SIGTERM ends every session, kills every task, waits until their
 // processes are gone and exits 0; a second signal exits at once with status 1.

@@ -31,6 +31,7 @@ tasks; when a session ends, every process it started is killed and gone.
 Usage:
   taskrt-mcp [flags]            one session over stdin/stdout (what MCP clients launch)
   taskrt-mcp -http ADDR [flags] streamable HTTP at http://ADDR/mcp
+  taskrt-mcp -http ADDR -ui     the same, and a live page of every session and task at http://ADDR/
 
 Flags:
 `
@@ -50,6 +51,7 @@ type options struct {
 	idleTimeout time.Duration
 	token       string
 	maxRequest  int64
+	ui          bool
 	verbose     bool
 }
 
@@ -69,6 +71,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", mcpserver.DefaultSessionTimeout, "HTTP: close a session idle this long, killing its tasks (0: never)")
 	fs.StringVar(&o.token, "token", "", "HTTP: require this bearer `token` (default $"+tokenEnv+"); required when ADDR is not loopback")
 	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
+	fs.BoolVar(&o.ui, "ui", false, "HTTP: serve a live, read-only page of every session and its tasks at / (same token as /mcp)")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -89,6 +92,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("-idle-timeout must not be negative")
 	case o.maxRequest < 1:
 		return bad("-max-request must be positive")
+	case o.ui && o.httpAddr == "":
+		return bad("-ui needs -http: the live page is served over HTTP")
 	}
 	if o.token == "" {
 		o.token = os.Getenv(tokenEnv)
@@ -156,15 +161,12 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 			_ = srv.Close(context.Background())
 			return 1
 		}
-		mux := http.NewServeMux()
-		mux.Handle(mcpserver.Path, srv.HTTPHandler())
-		var h http.Handler = mux
-		if o.token != "" {
-			h = mcpserver.RequireToken(o.token, mux)
-		}
-		hs = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		hs = &http.Server{Handler: handler(srv, o), ReadHeaderTimeout: 10 * time.Second}
 		serve = goErr(func() error { return hs.Serve(ln) })
 		fmt.Fprintf(stderr, "taskrt-mcp: serving MCP at http://%s%s\n", ln.Addr(), mcpserver.Path)
+		if o.ui {
+			fmt.Fprintf(stderr, "taskrt-mcp: live page at http://%s%s\n", ln.Addr(), mcpserver.PagePath)
+		}
 	}
 	code := 0
 	select {
@@ -205,6 +207,26 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		fmt.Fprintf(stderr, "taskrt-mcp: %v again: exiting at once\n", sig)
 		return 1
 	}
+}
+
+// handler is the HTTP server's handler: /mcp, the live page at / with -ui, each
+// behind the token when there is one (the page accepts it as a Basic password too,
+// so that a browser can prompt for it).
+func handler(srv *mcpserver.Server, o options) http.Handler {
+	guard := func(h http.Handler) http.Handler { return h }
+	guardPage := guard
+	if o.token != "" {
+		guard = func(h http.Handler) http.Handler { return mcpserver.RequireToken(o.token, h) }
+		guardPage = func(h http.Handler) http.Handler { return mcpserver.RequireBrowserToken(o.token, h) }
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Path, guard(srv.HTTPHandler()))
+	if o.ui {
+		mux.Handle(mcpserver.PagePath, guardPage(srv.PageHandler()))
+	} else {
+		mux.Handle(mcpserver.PagePath, guard(http.NotFoundHandler()))
+	}
+	return mux
 }
 
 // goErr runs f on a goroutine and delivers its error.

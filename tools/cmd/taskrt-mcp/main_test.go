@@ -3,12 +3,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -447,6 +450,12 @@ func TestHTTP(t *testing.T) {
 			t.Error("connected with a wrong token")
 		}
 	})
+	t.Run("without -ui there is no page", func(t *testing.T) {
+		code, _, _ := get(t, tr, strings.TrimSuffix(url, "/mcp")+"/", "Bearer "+token)
+		if code != http.StatusNotFound {
+			t.Errorf("GET / = %d, want 404", code)
+		}
+	})
 	cs, err := connect(token)
 	if err != nil {
 		t.Fatalf("connect with the token from %s: %v", tokenEnv, err)
@@ -472,6 +481,84 @@ func TestHTTP(t *testing.T) {
 		}
 	})
 	_ = cs.Close()
+}
+
+// get GETs url with the Authorization header auth (none when "") and returns the
+// status, the headers and the start of the body (an event stream is not read to
+// its end).
+func get(t *testing.T, tr http.RoundTripper, url, auth string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b := make([]byte, 4096)
+	n, _ := io.ReadAtLeast(resp.Body, b, 1)
+	return resp.StatusCode, resp.Header, string(b[:n])
+}
+
+func TestLivePage(t *testing.T) {
+	const token = "tok-" + "page-0123456789"
+	cmd := exec.Command(binary(t), "-http", "127.0.0.1:0", "-ui", "-token", token)
+	stderr := newWatcher()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	page := stderr.await(t, regexp.MustCompile(`live page at (http://\S+/)`))[1]
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("operator:"+token))
+	t.Run("without the token the browser is asked for it", func(t *testing.T) {
+		code, h, _ := get(t, tr, page, "")
+		if code != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("GET / = %d, WWW-Authenticate %q; want 401 asking for Basic", code, h.Get("WWW-Authenticate"))
+		}
+	})
+	t.Run("with the token as the password the page is served", func(t *testing.T) {
+		code, _, body := get(t, tr, page, basic)
+		if code != http.StatusOK || !strings.Contains(body, "taskrt-mcp") {
+			t.Errorf("GET / = %d %q", code, body)
+		}
+	})
+	t.Run("SIGTERM exits 0 while a page streams events", func(t *testing.T) {
+		req, err := http.NewRequest(http.MethodGet, page+"events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		first, err := bufio.NewReader(resp.Body).ReadString('\n')
+		if resp.StatusCode != http.StatusOK || first != "event: snapshot\n" {
+			t.Fatalf("GET /events = %d, first line %q (%v)", resp.StatusCode, first, err)
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		err = <-exited
+		exited <- err
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("exit status %d (%v), want 0; stderr:\n%s", code, err, stderr)
+		}
+	})
 }
 
 type authorized struct {
@@ -500,6 +587,7 @@ func TestFlags(t *testing.T) {
 		{"the grace must be positive", []string{"-kill-grace", "0s"}, "-kill-grace must be positive"},
 		{"the body cap must be positive", []string{"-max-request", "0"}, "-max-request must be positive"},
 		{"a stray argument is refused", []string{"serve"}, `unexpected argument "serve"`},
+		{"the live page needs HTTP", []string{"-ui"}, "-ui needs -http: the live page is served over HTTP"},
 		{"an unknown flag is refused", []string{"-port", "1"}, "flag provided but not defined: -port"},
 	}
 	for _, tc := range tests {
