@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/subagent"
@@ -80,8 +81,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := h.rt.Close(closeCtx); err != nil {
 		h.violate("runtime Close: %v", err)
 	}
-	if !waitGroupWithin(&h.launcher.runs, time.Minute) {
-		h.violate("sub-agent runs still running a minute after Close")
+	runsCtx, cancelRuns := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelRuns()
+	if err := h.launcher.Close(runsCtx, "runtime closed"); err != nil {
+		h.violate("sub-agent runs still running a minute after Close: %v", err)
 	}
 	h.unsubscribe()
 	h.tt.Close()
@@ -120,7 +123,7 @@ type harness struct {
 	tt          *tools.TaskTools
 	bash        *bash.Producer
 	sub         *subagent.Producer
-	launcher    *launcher
+	launcher    *agentsim.Launcher
 	spillDir    string
 	unsubscribe func()
 	logs        *logRecorder
@@ -208,7 +211,7 @@ func newHarness(cfg Config) (*harness, error) {
 	h.tt = tools.NewTaskTools(h.rt)
 	h.unsubscribe = h.rt.Tasks().OnDone(h.onDone)
 	h.bash = bash.New(bash.WithGrace(300*time.Millisecond), bash.WithSpillDir(h.spillDir))
-	h.launcher = &launcher{h: h}
+	h.launcher = agentsim.NewLauncher(h.registerChild)
 	h.sub = subagent.New(h.launcher)
 	return h, nil
 }
@@ -430,18 +433,6 @@ func (h *harness) progress(w io.Writer, began time.Time, every time.Duration, do
 		h.mu.Unlock()
 		fmt.Fprintf(w, "  %4.0fs  tasks started %d, running %d, records %d, agents %d, actors %d, processes %d, violations so far %d\n",
 			time.Since(began).Seconds(), n, s.Running, s.Tasks, s.Agents, s.Actors, h.bash.Live(), v)
-	}
-}
-
-// waitGroupWithin waits for wg, up to limit; it reports whether wg finished.
-func waitGroupWithin(wg *sync.WaitGroup, limit time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(limit):
-		return false
 	}
 }
 

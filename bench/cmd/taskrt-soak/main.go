@@ -239,7 +239,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		rep.problems = append(rep.problems, fmt.Sprintf("close: %v", err))
 	}
 	h.tt.Close()
-	h.children.Wait()
+	if err := h.children.Close(closeCtx, "runtime closed"); err != nil {
+		rep.problems = append(rep.problems, fmt.Sprintf("sub-agent runs: %v", err))
+	}
 	h.procs.stop()
 
 	// 3. Nothing may be left.
