@@ -47,6 +47,14 @@ func WithRuntimeOptions(opts ...actors.Option) Option {
 	return optionFunc(func(c *config) { c.runtimeOpts = append(c.runtimeOpts, opts...) })
 }
 
+// WithoutOwnerLimit removes the runtime's cap on the running tasks of one owner:
+// the explicit option for "none", since a zero limit keeps the default.
+func WithoutOwnerLimit() Option {
+	// Until actors.WithoutOwnerLimit exists, actors.WithOwnerLimit(0) is how the
+	// runtime spells "no cap"; this option is the one place that knows.
+	return WithRuntimeOptions(actors.WithOwnerLimit(0))
+}
+
 // WithTaskToolOptions passes options to tools.NewTaskTools.
 func WithTaskToolOptions(opts ...tools.TaskOption) Option {
 	return optionFunc(func(c *config) { c.taskOpts = append(c.taskOpts, opts...) })

@@ -11,14 +11,14 @@ import (
 // NoticeStats counts what the notice injector did with the settlements it saw.
 type NoticeStats struct {
 	// Delivered counts notices the owner's injector accepted.
-	Delivered int64
+	Delivered int64 `json:"delivered"`
 	// Suppressed counts settlements that produced no notice: unowned tasks, tasks
 	// the model killed or whose terminal state a read or wait returned, tasks ended
 	// by their owner's disposal or the runtime's close.
-	Suppressed int64
+	Suppressed int64 `json:"suppressed"`
 	// Failed counts notices whose injection returned an error (the agent's injector
 	// failed, or Close cancelled it).
-	Failed int64
+	Failed int64 `json:"failed"`
 }
 
 // noticeCounters are NoticeStats as atomics: the listener goroutine writes, anyone
