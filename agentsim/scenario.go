@@ -246,9 +246,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	if sc.DefaultModel != "" {
 		simOpts = append(simOpts, WithDefaultModel(sc.DefaultModel))
 	}
-	if sc.OwnerLimit > 0 {
-		simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(sc.OwnerLimit)))
-	}
+	simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(sc.OwnerLimit))) // 0 keeps the default
 	sim, err := New(append(simOpts, opts...)...)
 	if err != nil {
 		return nil, err

@@ -50,9 +50,7 @@ func WithRuntimeOptions(opts ...actors.Option) Option {
 // WithoutOwnerLimit removes the runtime's cap on the running tasks of one owner:
 // the explicit option for "none", since a zero limit keeps the default.
 func WithoutOwnerLimit() Option {
-	// Until actors.WithoutOwnerLimit exists, actors.WithOwnerLimit(0) is how the
-	// runtime spells "no cap"; this option is the one place that knows.
-	return WithRuntimeOptions(actors.WithOwnerLimit(0))
+	return WithRuntimeOptions(actors.WithoutOwnerLimit())
 }
 
 // WithTaskToolOptions passes options to tools.NewTaskTools.

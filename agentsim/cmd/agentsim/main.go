@@ -244,7 +244,7 @@ func scriptCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	switch {
 	case *noOwnerLimit:
 		opts = append(opts, agentsim.WithoutOwnerLimit())
-	case *ownerLimit > 0: // 0 keeps the runtime's default, as WithOwnerLimit(0) will
+	case *ownerLimit > 0: // 0 keeps the runtime's default, as WithOwnerLimit(0) does
 		opts = append(opts, agentsim.WithRuntimeOptions(actors.WithOwnerLimit(*ownerLimit)))
 	}
 	if *grace > 0 {
