@@ -407,8 +407,19 @@ func TestBashTranscript(t *testing.T) {
 	call("bash", `{"command":"cat \"$GATE\"; echo 'compiling...'; echo 'ok  example.com/pkg  0.01s'","run_in_background":true}`)
 	call("task_output", `{"task_id":"bash-1"}`)
 	call("task_output", `{"task_id":"bash-1"}`)
+	// The wait is under way before the gate opens, so it is pending when the task
+	// settles and no notice follows; a wait begun after the settlement could come
+	// too late to stop the notice.
+	began := make(chan struct{})
+	tools.SetOutputCallHook(e.tt, func(messages.TaskID) { close(began) })
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		call("task_output", `{"task_id":"bash-1","wait":true,"timeout_ms":60000}`)
+	}()
+	<-began
 	open()
-	call("task_output", `{"task_id":"bash-1","wait":true,"timeout_ms":60000}`)
+	<-waited
 	call("task_list", `{}`)
 	t.Log("transcript:\n" + tr.String())
 	golden(t, "transcript", tr.String())

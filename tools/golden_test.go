@@ -124,6 +124,9 @@ func TestStrings(t *testing.T) {
 	add("bash, background, no-agent caller", bashTool.Call(bg, "", json.RawMessage(`{"command":"make","run_in_background":true}`)))
 	add("bash, foreground", bashTool.Call(bg, "a1", json.RawMessage(`{"command":"echo hi"}`)))
 	add("notice", tools.Result{Text: next(t, ch)})
+	// The no-agent caller's task has no notice to wait for: wait for its settlement,
+	// which task_list below reports, without reading it.
+	e.settled(t, "bash-2", "")
 
 	outcomes := []messages.Outcome{
 		{Status: messages.Completed, Detail: "exit code: 0"},
