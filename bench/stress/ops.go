@@ -136,9 +136,10 @@ func (h *harness) newWorker(i int) (*worker, error) {
 	return w, err
 }
 
-// loop runs random operations until ctx ends, with a think time of 0–2 ms.
-func (w *worker) loop(ctx context.Context) {
-	for ctx.Err() == nil {
+// loop runs random operations until ctx ends and at least minOps were run, with a
+// think time of 0–2 ms.
+func (w *worker) loop(ctx context.Context, minOps int) {
+	for n := 0; ctx.Err() == nil || n < minOps; n++ {
 		if !w.step() {
 			return
 		}

@@ -28,7 +28,12 @@ type Config struct {
 	Duration time.Duration // how long the agents operate; then the runtime is closed
 	Agents   int           // concurrent top-level agents (default 16)
 	Seed     uint64        // derives every agent's random stream
-	// Progress, when set, receives a status line every ProgressEvery (default 10 s).
+	// MinOps is a floor on the operations each agent performs: it keeps operating
+	// past Duration until it did that many, so that a short run on a loaded machine
+	// still exercises every kind of operation. Default 0: Duration alone decides.
+	MinOps int
+	// Progress, when set, receives a status line every ProgressEvery (default 10 s),
+	// and a last one when the agents stop operating.
 	Progress      io.Writer
 	ProgressEvery time.Duration
 }
@@ -60,7 +65,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			break
 		}
 		workers[i] = w
-		wg.Go(func() { w.loop(runCtx) })
+		wg.Go(func() { w.loop(runCtx, cfg.MinOps) })
 	}
 	progressDone := make(chan struct{})
 	var progressWG sync.WaitGroup
@@ -421,10 +426,10 @@ func (h *harness) saw(id messages.TaskID, s messages.Snapshot, by string, report
 func (h *harness) progress(w io.Writer, began time.Time, every time.Duration, done <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	for last := false; !last; {
 		select {
 		case <-done:
-			return
+			last = true
 		case <-t.C:
 		}
 		s := h.rt.Stats()
