@@ -130,8 +130,11 @@ type Sim struct {
 	agents   []messages.AgentID                    // live agents in registration order
 	parents  map[messages.AgentID]messages.AgentID // of the live agents
 	scripted []*Scripted
-	calls    map[string]int // model invocations by model name
-	settled  []TaskInfo     // every settlement, in order
+	calls    map[string]int                       // model invocations by model name
+	settled  []TaskInfo                           // every settlement, in order
+	started  map[messages.TaskID]messages.AgentID // tasks started through the tools, by caller
+	seen     map[messages.TaskID]bool             // tasks whose settlement onDone recorded
+	changed  chan struct{}                        // closed (and replaced) by every onDone
 	closed   bool
 }
 
@@ -162,6 +165,9 @@ func New(opts ...Option) (*Sim, error) {
 		sessions: map[messages.AgentID]*Session{},
 		parents:  map[messages.AgentID]messages.AgentID{},
 		calls:    map[string]int{},
+		started:  map[messages.TaskID]messages.AgentID{},
+		seen:     map[messages.TaskID]bool{},
+		changed:  make(chan struct{}),
 		start:    time.Now(),
 	}
 	s.launcher = NewLauncher(s.registerChild)
@@ -201,7 +207,13 @@ func (s *Sim) Processes() int { return s.bash.Live() }
 // kind and label.
 func (s *Sim) Call(ctx context.Context, caller messages.AgentID, name string, args json.RawMessage) tools.Result {
 	r := s.set.Call(ctx, caller, name, args)
-	if h, ok := r.Data.(tools.Handle); ok && s.cfg.observer != nil {
+	h, ok := r.Data.(tools.Handle)
+	if ok {
+		s.mu.Lock()
+		s.started[h.TaskID] = caller
+		s.mu.Unlock()
+	}
+	if ok && s.cfg.observer != nil {
 		ti := TaskInfo{ID: h.TaskID, Kind: kindOf(h.TaskID), Owner: caller, Status: messages.Running}
 		// The label is the runtime's (what task_list and notices show). A task whose
 		// record is already gone (its owner was disposed under the call) keeps none.
@@ -421,6 +433,9 @@ func (s *Sim) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("dispose %s: %w", id, err))
 		}
 	}
+	if err := s.catchUp(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.rt.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("close runtime: %w", err))
 	}
@@ -434,10 +449,66 @@ func (s *Sim) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// catchUp waits until the runtime's listeners have handled every settlement that
+// happened so far of the tasks started through the tools: the Sim's (Settled) and
+// the notice injector's (Notices). The runtime's listeners are silent from the
+// moment its Close begins, so a settlement still queued for one then would be
+// missing from the report. A task still running is not waited for: it ends in the
+// runtime's Close, which no listener reports.
+func (s *Sim) catchUp(ctx context.Context) error {
+	s.mu.Lock()
+	var pending []messages.TaskID
+	for id := range s.started {
+		if !s.seen[id] {
+			pending = append(pending, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range pending {
+		snap, err := s.rt.Tasks().Get(ctx, id, s.startedBy(id))
+		switch {
+		case errors.Is(err, messages.ErrClosed):
+			return nil // closed already: the listeners are silent, nothing will come
+		case err == nil && !snap.Status.Terminal():
+			continue
+		}
+		// Terminal, or its record is gone: its owner's disposal awaited it. Either
+		// way the settlement is on its way to the listeners.
+		for {
+			s.mu.Lock()
+			seen, changed := s.seen[id], s.changed
+			s.mu.Unlock()
+			if seen {
+				break
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the settlement of %s: %w", id, ctx.Err())
+			}
+		}
+	}
+	s.mu.Lock()
+	n := int64(len(s.settled))
+	s.mu.Unlock()
+	// Both listeners receive every settlement, in the same order.
+	return s.taskTools.WaitHandled(ctx, n)
+}
+
+// startedBy is the caller that started id through the tools.
+func (s *Sim) startedBy(id messages.TaskID) messages.AgentID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started[id]
+}
+
 func (s *Sim) onDone(snap messages.Snapshot) {
 	ti := taskInfo(snap)
 	s.mu.Lock()
 	s.settled = append(s.settled, ti)
+	s.seen[snap.ID] = true
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	s.emit(Event{Type: EventTaskSettled, Agent: snap.Owner, Task: &ti})
 }

@@ -343,3 +343,47 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Errorf("a second Close: %v", err)
 	}
 }
+
+// TestCloseWaitsForTheListenersToCatchUp: the runtime's listeners are silent from
+// the moment its Close begins, so Sim.Close lets its own listener and the notice
+// injector handle every settlement that happened before it closes the runtime: the
+// report lists every task that settled, however far behind the listener was.
+func TestCloseWaitsForTheListenersToCatchUp(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	observe := func(e agentsim.Event) {
+		switch {
+		case e.Type == agentsim.EventTaskSettled && e.Task.ID == "bash-1":
+			<-release // the Sim's listener falls behind: bash-2's settlement queues up
+		case e.Type == agentsim.EventAgentDisposed && e.Agent == "a1":
+			once.Do(func() { close(release) }) // Close has disposed a1; the runtime's close is next
+		}
+	}
+	sim, err := agentsim.New(agentsim.WithObserver(observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if _, err := sim.Register(ctx, "a1", ""); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := call(t, sim, ctx, "a1", "bash", `{"command":"true","run_in_background":true}`); r.IsError {
+			t.Fatal(r.Text)
+		}
+	}
+	if err := sim.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []messages.TaskID
+	for _, ti := range sim.Settled() {
+		got = append(got, ti.ID)
+	}
+	slices.Sort(got)
+	if want := []messages.TaskID{"bash-1", "bash-2"}; !slices.Equal(got, want) {
+		t.Errorf("settled = %v, want %v", got, want)
+	}
+	if n := sim.Notices(); n.Delivered+n.Suppressed+n.Failed != 2 {
+		t.Errorf("notices = %+v, want both settlements handled", n)
+	}
+}
