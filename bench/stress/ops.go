@@ -202,7 +202,13 @@ func (w *worker) step() bool {
 		id := w.own[w.rng.IntN(len(w.own))]
 		res, err := w.h.rt.Tasks().Kill(ctx, id, w.id, "stress kill")
 		w.record(op, err, err != nil)
-		if err == nil && res != messages.KillRequested && res != messages.KillAlreadyTerminal {
+		switch {
+		case err != nil:
+		case res == messages.KillAlreadyTerminal:
+			// The kill returned the task's end to its caller: it marks the task
+			// reported, as a terminal read or wait does, so no notice may follow.
+			w.h.reported(id, "kill")
+		case res != messages.KillRequested:
 			w.h.violate("kill %s: unexpected result %q", id, res)
 		}
 	case "get":

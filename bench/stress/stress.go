@@ -423,6 +423,16 @@ func (h *harness) saw(id messages.TaskID, s messages.Snapshot, by string, report
 	}
 }
 
+// reported records that a call returned id's end to its caller (a kill of a
+// terminal task), which marks the task reported.
+func (h *harness) reported(id messages.TaskID, by string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r := h.rec(id); r.reportedBy == "" {
+		r.reportedBy = by
+	}
+}
+
 func (h *harness) progress(w io.Writer, began time.Time, every time.Duration, done <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
