@@ -233,11 +233,34 @@ func TestScriptEndsQuiescentOrSaysSo(t *testing.T) {
 		if convErr != nil {
 			t.Fatal(convErr)
 		}
-		_ = syscall.Kill(pid, syscall.SIGKILL) // the test's own leftover; its task then ends
+		// The test's own leftover: kill it and wait until it is gone, so that no later
+		// test meets it.
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if !awaitGone(ctxT(t), pid) {
+			t.Errorf("pid %d still exists after SIGKILL", pid)
+		}
 		if !errors.Is(err, agentsim.ErrNotQuiescent) || strings.Contains(err.Error(), "processes 0") {
 			t.Errorf("RunScript = %v, want ErrNotQuiescent naming the process", err)
 		}
 	})
+}
+
+// gone reports whether no process with pid exists, not even a zombie.
+func gone(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
+
+// awaitGone polls until pid is gone or ctx ends (observing an OS process is the one
+// thing tests poll for).
+func awaitGone(ctx context.Context, pid int) bool {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !gone(pid) {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // TestScriptInterrupted: when ctx ends, RunScript stops reading — even while blocked
@@ -254,10 +277,12 @@ func TestScriptInterrupted(t *testing.T) {
 		done <- agentsim.RunScript(ctx, pr, outW)
 		outW.Close()
 	}()
+	pidFile := filepath.Join(t.TempDir(), "pid")
 	lines := bufio.NewScanner(outR)
 	for _, l := range []string{
 		`{"op":"register","agent":"a1"}`,
-		`{"op":"call","agent":"a1","tool":"bash","args":{"command":"exec sleep 1000","run_in_background":true}}`,
+		`{"op":"call","agent":"a1","tool":"bash","args":{"command":"echo $$ > ` + pidFile + `; exec sleep 1000","run_in_background":true}}`,
+		`{"op":"call","agent":"a1","tool":"bash","args":{"command":"until [ -s ` + pidFile + ` ]; do sleep 0.01; done"}}`,
 	} {
 		if _, err := io.WriteString(pw, l+"\n"); err != nil {
 			t.Fatal(err)
@@ -274,7 +299,17 @@ func TestScriptInterrupted(t *testing.T) {
 	for lines.Scan() {
 		t.Errorf("output after the interruption: %s", lines.Text())
 	}
-	if n := bash.LiveProcesses(); n != 0 {
-		t.Errorf("%d bash processes alive after the interrupted script", n)
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The task settled, so its process was reaped, before RunScript returned.
+	if !gone(pid) {
+		t.Errorf("the background command (pid %d) outlived the interrupted script", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
