@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -244,8 +245,8 @@ func (w *worker) record(op string, err error, unexpected bool) {
 	}
 }
 
-// list checks that List shows the caller only its own and unowned tasks, and every
-// task of its current incarnation.
+// list checks that List shows the caller only its own, its descendants' and unowned
+// tasks, and every task of its current incarnation.
 func (w *worker) list(ctx context.Context) {
 	snaps, err := w.h.rt.Tasks().List(ctx, w.id)
 	w.record("list", err, err != nil)
@@ -255,7 +256,7 @@ func (w *worker) list(ctx context.Context) {
 	seen := make(map[messages.TaskID]bool, len(snaps))
 	for _, s := range snaps {
 		seen[s.ID] = true
-		if s.Owner != "" && s.Owner != w.id {
+		if s.Owner != "" && s.Owner != w.id && !descends(s.Owner, w.id) {
 			w.h.violate("list by %s shows %s owned by %s", w.id, s.ID, s.Owner)
 		}
 		w.h.saw(s.ID, s, "list", false)
@@ -267,8 +268,17 @@ func (w *worker) list(ctx context.Context) {
 	}
 }
 
-// foreign operates on another owner's task as this agent ("foreign") or as the
-// no-agent caller ("no-agent"): every call must fail exactly as an unknown id does.
+// descends reports whether agent a is a descendant of agent b: sub-agents are
+// registered as children of their parent, with ids "<parent>/sub-N". The no-agent
+// caller has no descendants.
+func descends(a, b messages.AgentID) bool {
+	return b != "" && strings.HasPrefix(string(a), string(b)+"/")
+}
+
+// foreign operates on the task of an owner that is neither this agent nor one of its
+// descendants (whose tasks an ancestor may reach), as this agent ("foreign") or as
+// the no-agent caller ("no-agent"): every call must fail exactly as an unknown id
+// does.
 // A foreign kill's reason starts with "foreign:", which no Cancel may ever see.
 func (w *worker) foreign(ctx context.Context, op string) {
 	caller := w.id
@@ -282,7 +292,7 @@ func (w *worker) foreign(ctx context.Context, op string) {
 			break
 		}
 		c := w.h.owned[w.rng.IntN(len(w.h.owned))]
-		if w.h.tasks[c].owner != caller {
+		if owner := w.h.tasks[c].owner; owner != caller && !descends(owner, caller) {
 			id = c
 			break
 		}
