@@ -336,6 +336,7 @@ func TestSet(t *testing.T) {
 func TestTaskOutputWhenTheRecordIsDroppedAfterTheWait(t *testing.T) {
 	tests := []struct {
 		name    string
+		owner   messages.AgentID           // the task's owner and the caller
 		outcome messages.Outcome           // how the task ends before the wait; zero = it keeps running
 		timeout string                     // the wait's timeout_ms
 		drop    func(e *env, t *testing.T) // what drops the record between the wait and the read
@@ -343,6 +344,7 @@ func TestTaskOutputWhenTheRecordIsDroppedAfterTheWait(t *testing.T) {
 	}{
 		{
 			name:    "owner disposed: the terminal status line, not task not found",
+			owner:   "a1",
 			outcome: messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"},
 			timeout: "60000",
 			drop: func(e *env, t *testing.T) {
@@ -353,7 +355,10 @@ func TestTaskOutputWhenTheRecordIsDroppedAfterTheWait(t *testing.T) {
 			want: tools.Result{Text: "[status: killed, signal: SIGTERM]"},
 		},
 		{
+			// Unowned: the notice injector, which waits for the task_output calls under
+			// way on an owned task, would wait for this very call, and Close for it.
 			name:    "runtime closed: the terminal status line, not an error",
+			owner:   "",
 			outcome: messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"},
 			timeout: "60000",
 			drop: func(e *env, t *testing.T) {
@@ -365,6 +370,7 @@ func TestTaskOutputWhenTheRecordIsDroppedAfterTheWait(t *testing.T) {
 		},
 		{
 			name:    "a clamped wait keeps its note",
+			owner:   "a1",
 			outcome: messages.Outcome{Status: messages.Failed, Detail: "exit code: 2"},
 			timeout: "9999999",
 			drop: func(e *env, t *testing.T) {
@@ -376,6 +382,7 @@ func TestTaskOutputWhenTheRecordIsDroppedAfterTheWait(t *testing.T) {
 		},
 		{
 			name:    "a wait that timed out does not invent a status: task not found",
+			owner:   "a1",
 			timeout: "1",
 			drop: func(e *env, t *testing.T) {
 				if err := e.rt.Agents().Dispose(bg, "a1"); err != nil {
@@ -403,14 +410,14 @@ func TestTaskOutputWhenTheRecordIsDroppedAfterTheWait(t *testing.T) {
 			e := newEnv(t)
 			e.agent(t, "a1", 8)
 			f := newFake(true)
-			id := e.start(t, f, "bash", "make", "a1")
+			id := e.start(t, f, "bash", "make", tc.owner)
 			f.emit("output\n")
 			if tc.outcome.Status != "" {
 				f.finish(tc.outcome)
-				e.settled(t, id, "a1")
+				e.settled(t, id, tc.owner)
 			}
 			tools.SetAfterWaitHook(e.tt, func(messages.TaskID) { tc.drop(e, t) })
-			got := e.call("a1", "task_output", fmt.Sprintf(`{"task_id":%q,"wait":true,"timeout_ms":%s}`, id, tc.timeout))
+			got := e.call(tc.owner, "task_output", fmt.Sprintf(`{"task_id":%q,"wait":true,"timeout_ms":%s}`, id, tc.timeout))
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
