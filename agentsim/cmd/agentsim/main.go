@@ -26,7 +26,7 @@ Usage:
   run      play the built-in demo, or the scenario in FILE   (agentsim run -h)
   script   JSON lines of tool calls in, one JSON result out   (agentsim script -h)
 
-Tools: task_output, task_list, task_kill, task_wait, bash, subagent. The subagent tool's
+Tools: task_output, task_list, task_kill, task_wait, task_input, bash, subagent. The subagent tool's
 optional "model" argument names a scripted model: one defined by the scenario (or
 -models), or a built-in one: echo, bash, error, max-tokens, refusal, hang.
 ` + exitStatus
