@@ -5,8 +5,11 @@ STRESS_DURATION ?= 60s
 SOAK_DURATION ?= 120s
 FUZZTIME ?= 60s
 TESTFLAGS ?=
+FLAKE_COUNT ?= 20
+FLAKE_CPU ?= 1,2,4
+FLAKE_PKGS ?= $(PKGS)
 
-.PHONY: help run test race bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page
+.PHONY: help run test race flake bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -30,6 +33,9 @@ test: lint ## vet, gofmt check, and the race-enabled test suite (TESTFLAGS adds 
 
 race: ## the test suite under the race detector (same as test, without lint)
 	$(GO) test -race -count=1 $(PKGS)
+
+flake: ## the suite FLAKE_COUNT times (-race, -cpu FLAKE_CPU) beside a competing cold-cache go test of the repo
+	GO=$(GO) FLAKE_COUNT=$(FLAKE_COUNT) FLAKE_CPU=$(FLAKE_CPU) FLAKE_PKGS="$(FLAKE_PKGS)" ./.ci/flake
 
 bench: ## benchmarks against baselines, one table
 	$(GO) run ./bench/cmd/taskrt-bench

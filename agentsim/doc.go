@@ -18,6 +18,10 @@
 //     producers, the registered scripted models, and the sessions of its agents. Sim
 //     is also the sub-agent Launcher: a background sub-agent is a child Agent with
 //     its own id ("a1/sub-1"), session and scripted model.
+//   - Launcher: the sub-agent run adapter behind Sim's, exported so that other
+//     harnesses (the stress and soak commands) launch children the same way: a
+//     RegisterFunc registers a child and says what its run does; the Launcher owns
+//     the run goroutines, cancellation and disposal.
 //   - Scenario (Play) and script (RunScript): the two data formats, a whole
 //     simulated session as one JSON document, and a JSON-lines stream of tool calls
 //     with one JSON result per line. README.md documents both.

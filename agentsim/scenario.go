@@ -202,7 +202,7 @@ type Report struct {
 	Scenario string  `json:"scenario"`
 	Elapsed  float64 `json:"elapsed_s"`
 	// Turns: per agent, how each turn ended.
-	Turns map[messages.AgentID][]subagent.Result `json:"turns"`
+	Turns map[messages.AgentID][]TurnResult `json:"turns"`
 	// Tasks: every settled task, in settlement order.
 	Tasks []TaskInfo `json:"tasks"`
 	// Statuses counts the tasks by terminal status.
@@ -218,6 +218,14 @@ type Report struct {
 	Transcripts map[messages.AgentID][]Entry `json:"-"`
 	// Failures lists every unmet expectation; empty means the scenario passed.
 	Failures []string `json:"failures"`
+}
+
+// TurnResult is how one turn ended: the stop reason, the final answer (or the
+// partial one of an aborted turn) and the error or abort detail, if any.
+type TurnResult struct {
+	Stop   subagent.StopReason `json:"stop"`
+	Output string              `json:"output"`
+	Detail string              `json:"detail,omitempty"`
 }
 
 // OK reports whether every expectation was met.
@@ -238,9 +246,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	if sc.DefaultModel != "" {
 		simOpts = append(simOpts, WithDefaultModel(sc.DefaultModel))
 	}
-	if sc.OwnerLimit > 0 {
-		simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(sc.OwnerLimit)))
-	}
+	simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(sc.OwnerLimit))) // 0 keeps the default
 	sim, err := New(append(simOpts, opts...)...)
 	if err != nil {
 		return nil, err
@@ -252,7 +258,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	playCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("scenario timed out after %s", timeout))
 	defer cancel()
 
-	rep := &Report{Scenario: sc.Name, Turns: map[messages.AgentID][]subagent.Result{}}
+	rep := &Report{Scenario: sc.Name, Turns: map[messages.AgentID][]TurnResult{}}
 	var problems []string
 	agents := make([]*Agent, len(sc.Agents))
 	for i, a := range sc.Agents {
@@ -276,7 +282,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 			for _, t := range a.Turns {
 				res := playTurn(playCtx, sim, agents[i], t)
 				mu.Lock()
-				rep.Turns[a.ID] = append(rep.Turns[a.ID], res)
+				rep.Turns[a.ID] = append(rep.Turns[a.ID], TurnResult(res))
 				mu.Unlock()
 			}
 			if a.Keep {

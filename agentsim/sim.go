@@ -21,13 +21,19 @@ import (
 // ModelFactory makes a fresh model instance: each sub-agent run gets its own.
 type ModelFactory func() Model
 
-// Option configures a Sim.
-type Option func(*config)
+// Option configures a Sim. Options are made by the With… functions below; as
+// everywhere in taskrt, a zero or negative value keeps the default.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	runtimeOpts  []actors.Option
 	taskOpts     []tools.TaskOption
 	bashOpts     []bash.Option
+	bashToolOpts []tools.BashOption
 	models       map[string]ModelFactory
 	scripts      map[string]ModelScript
 	defaultModel string
@@ -38,48 +44,69 @@ type config struct {
 // WithRuntimeOptions passes options to actors.NewRuntime (an owner limit, a settle
 // timeout, a logger).
 func WithRuntimeOptions(opts ...actors.Option) Option {
-	return func(c *config) { c.runtimeOpts = append(c.runtimeOpts, opts...) }
+	return optionFunc(func(c *config) { c.runtimeOpts = append(c.runtimeOpts, opts...) })
+}
+
+// WithoutOwnerLimit removes the runtime's cap on the running tasks of one owner:
+// the explicit option for "none", since a zero limit keeps the default.
+func WithoutOwnerLimit() Option {
+	return WithRuntimeOptions(actors.WithoutOwnerLimit())
 }
 
 // WithTaskToolOptions passes options to tools.NewTaskTools.
 func WithTaskToolOptions(opts ...tools.TaskOption) Option {
-	return func(c *config) { c.taskOpts = append(c.taskOpts, opts...) }
+	return optionFunc(func(c *config) { c.taskOpts = append(c.taskOpts, opts...) })
 }
 
 // WithBashOptions passes options to bash.New.
 func WithBashOptions(opts ...bash.Option) Option {
-	return func(c *config) { c.bashOpts = append(c.bashOpts, opts...) }
+	return optionFunc(func(c *config) { c.bashOpts = append(c.bashOpts, opts...) })
+}
+
+// WithBashToolOptions passes options to tools.NewBash; an invalid one (a missing
+// working directory, a malformed environment entry) makes New fail.
+func WithBashToolOptions(opts ...tools.BashOption) Option {
+	return optionFunc(func(c *config) { c.bashToolOpts = append(c.bashToolOpts, opts...) })
 }
 
 // WithScript registers a scripted model under name: every agent or sub-agent that
 // names it gets a fresh Scripted playing script from its first step. It replaces a
 // built-in model of the same name.
 func WithScript(name string, script ModelScript) Option {
-	return func(c *config) { c.scripts[name] = script }
+	return optionFunc(func(c *config) { c.scripts[name] = script })
 }
 
 // WithModel registers a model factory under name, like WithScript for models that
 // are not scripts.
 func WithModel(name string, f ModelFactory) Option {
-	return func(c *config) { c.models[name] = f }
+	return optionFunc(func(c *config) { c.models[name] = f })
 }
 
 // WithDefaultModel names the model a subagent call without a model argument runs
-// (default "echo").
+// (default "echo"; "" keeps it).
 func WithDefaultModel(name string) Option {
-	return func(c *config) { c.defaultModel = name }
+	return optionFunc(func(c *config) {
+		if name != "" {
+			c.defaultModel = name
+		}
+	})
 }
 
 // WithObserver receives every event: transcript entries of every session, agents
 // registered and disposed, task starts and settlements. It is called from many
 // goroutines and must be safe for concurrent use; it must not block for long.
 func WithObserver(f func(Event)) Option {
-	return func(c *config) { c.observer = f }
+	return optionFunc(func(c *config) { c.observer = f })
 }
 
-// WithMaxSteps bounds the model steps of each turn (default DefaultMaxSteps).
+// WithMaxSteps bounds the model steps of each turn (default DefaultMaxSteps; n <= 0
+// keeps it).
 func WithMaxSteps(n int) Option {
-	return func(c *config) { c.maxSteps = n }
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.maxSteps = n
+		}
+	})
 }
 
 // Sim is one simulated harness: a taskrt runtime with the task tools attached, the
@@ -96,16 +123,18 @@ type Sim struct {
 	unsub     func()
 	start     time.Time
 
-	runs sync.WaitGroup // one per child run goroutine; Close waits for it
+	launcher *Launcher // runs the sub-agents; Close closes it
 
 	mu       sync.Mutex // protects the fields below
 	sessions map[messages.AgentID]*Session
 	agents   []messages.AgentID                    // live agents in registration order
 	parents  map[messages.AgentID]messages.AgentID // of the live agents
-	live     map[*childRun]struct{}
 	scripted []*Scripted
-	calls    map[string]int // model invocations by model name
-	settled  []TaskInfo     // every settlement, in order
+	calls    map[string]int                       // model invocations by model name
+	settled  []TaskInfo                           // every settlement, in order
+	started  map[messages.TaskID]messages.AgentID // tasks started through the tools, by caller
+	seen     map[messages.TaskID]bool             // tasks whose settlement onDone recorded
+	changed  chan struct{}                        // closed (and replaced) by every onDone
 	closed   bool
 }
 
@@ -113,12 +142,12 @@ type Sim struct {
 // bash producer and tool, and a subagent producer (launching through the Sim) and
 // tool, plus the built-in models (see BuiltinModels) and those given as options.
 func New(opts ...Option) (*Sim, error) {
-	cfg := config{models: map[string]ModelFactory{}, scripts: map[string]ModelScript{}, defaultModel: "echo"}
+	cfg := config{models: map[string]ModelFactory{}, scripts: map[string]ModelScript{}, defaultModel: "echo", maxSteps: DefaultMaxSteps}
 	for name, sc := range BuiltinModels() {
 		cfg.scripts[name] = sc
 	}
 	for _, o := range opts {
-		o(&cfg)
+		o.apply(&cfg)
 	}
 	for name, sc := range cfg.scripts {
 		if err := sc.Validate(); err != nil {
@@ -135,14 +164,20 @@ func New(opts ...Option) (*Sim, error) {
 		bash:     bash.New(cfg.bashOpts...),
 		sessions: map[messages.AgentID]*Session{},
 		parents:  map[messages.AgentID]messages.AgentID{},
-		live:     map[*childRun]struct{}{},
 		calls:    map[string]int{},
+		started:  map[messages.TaskID]messages.AgentID{},
+		seen:     map[messages.TaskID]bool{},
+		changed:  make(chan struct{}),
 		start:    time.Now(),
 	}
+	s.launcher = NewLauncher(s.registerChild)
+	bashTool, err := tools.NewBash(rt, s.bash, cfg.bashToolOpts...)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
 	s.taskTools = tools.NewTaskTools(rt, cfg.taskOpts...)
-	all := append(s.taskTools.Tools(),
-		tools.NewBash(rt, s.bash),
-		tools.NewSubagent(rt, subagent.New(s)))
+	all := append(s.taskTools.Tools(), bashTool, tools.NewSubagent(rt, subagent.New(s)))
 	if s.set, err = tools.NewSet(all...); err != nil {
 		s.taskTools.Close()
 		_ = rt.Close(context.Background())
@@ -168,11 +203,24 @@ func (s *Sim) Notices() tools.NoticeStats { return s.taskTools.Notices() }
 func (s *Sim) Processes() int { return s.bash.Live() }
 
 // Call executes a tool call as caller ("" = the no-agent caller). Results carrying a
-// background handle are reported to the observer as task starts.
+// background handle are reported to the observer as task starts, with the task's
+// kind and label.
 func (s *Sim) Call(ctx context.Context, caller messages.AgentID, name string, args json.RawMessage) tools.Result {
 	r := s.set.Call(ctx, caller, name, args)
-	if h, ok := r.Data.(tools.Handle); ok {
-		s.emit(Event{Type: EventTaskStarted, Agent: caller, Task: &TaskInfo{ID: h.TaskID, Kind: kindOf(h.TaskID), Owner: caller, Status: messages.Running}})
+	h, ok := r.Data.(tools.Handle)
+	if ok {
+		s.mu.Lock()
+		s.started[h.TaskID] = caller
+		s.mu.Unlock()
+	}
+	if ok && s.cfg.observer != nil {
+		ti := TaskInfo{ID: h.TaskID, Kind: kindOf(h.TaskID), Owner: caller, Status: messages.Running}
+		// The label is the runtime's (what task_list and notices show). A task whose
+		// record is already gone (its owner was disposed under the call) keeps none.
+		if snap, err := s.rt.Tasks().Get(ctx, h.TaskID, caller); err == nil {
+			ti.Kind, ti.Label = snap.Kind, snap.Label
+		}
+		s.emit(Event{Type: EventTaskStarted, Agent: caller, Task: &ti})
 	}
 	return r
 }
@@ -385,34 +433,82 @@ func (s *Sim) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("dispose %s: %w", id, err))
 		}
 	}
+	if err := s.catchUp(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.rt.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("close runtime: %w", err))
 	}
 	s.unsub()
 	s.taskTools.Close()
-	s.mu.Lock()
-	runs := make([]*childRun, 0, len(s.live))
-	for r := range s.live {
-		runs = append(runs, r)
-	}
-	s.mu.Unlock()
-	for _, r := range runs {
-		r.Cancel("runtime closed")
-	}
-	done := make(chan struct{})
-	go func() { s.runs.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("waiting for sub-agent runs: %w", ctx.Err()))
+	// Sub-agent runs that outlived their task (a foreground run whose caller never
+	// returned) end now.
+	if err := s.launcher.Close(ctx, "runtime closed"); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// catchUp waits until the runtime's listeners have handled every settlement that
+// happened so far of the tasks started through the tools: the Sim's (Settled) and
+// the notice injector's (Notices). The runtime's listeners are silent from the
+// moment its Close begins, so a settlement still queued for one then would be
+// missing from the report. A task still running is not waited for: it ends in the
+// runtime's Close, which no listener reports.
+func (s *Sim) catchUp(ctx context.Context) error {
+	s.mu.Lock()
+	var pending []messages.TaskID
+	for id := range s.started {
+		if !s.seen[id] {
+			pending = append(pending, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range pending {
+		snap, err := s.rt.Tasks().Get(ctx, id, s.startedBy(id))
+		switch {
+		case errors.Is(err, messages.ErrClosed):
+			return nil // closed already: the listeners are silent, nothing will come
+		case err == nil && !snap.Status.Terminal():
+			continue
+		}
+		// Terminal, or its record is gone: its owner's disposal awaited it. Either
+		// way the settlement is on its way to the listeners.
+		for {
+			s.mu.Lock()
+			seen, changed := s.seen[id], s.changed
+			s.mu.Unlock()
+			if seen {
+				break
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the settlement of %s: %w", id, ctx.Err())
+			}
+		}
+	}
+	s.mu.Lock()
+	n := int64(len(s.settled))
+	s.mu.Unlock()
+	// Both listeners receive every settlement, in the same order.
+	return s.taskTools.WaitHandled(ctx, n)
+}
+
+// startedBy is the caller that started id through the tools.
+func (s *Sim) startedBy(id messages.TaskID) messages.AgentID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started[id]
 }
 
 func (s *Sim) onDone(snap messages.Snapshot) {
 	ti := taskInfo(snap)
 	s.mu.Lock()
 	s.settled = append(s.settled, ti)
+	s.seen[snap.ID] = true
+	close(s.changed)
+	s.changed = make(chan struct{})
 	s.mu.Unlock()
 	s.emit(Event{Type: EventTaskSettled, Agent: snap.Owner, Task: &ti})
 }
@@ -434,66 +530,40 @@ func (s *Sim) emit(e Event) {
 
 // ---- the sub-agent Launcher ----
 
-// Launch implements subagent.Launcher: it registers req.Child (a child agent of
-// req.Parent) with a session of its own and runs one turn of the requested model
-// (the default model when req.Model is empty) on req.Prompt, on a goroutine the Sim
-// owns. The run's context is not derived from ctx: a background run outlives the
-// call that started it and ends only through Cancel or on its own.
+// Launch implements subagent.Launcher through the Sim's Launcher: it registers
+// req.Child (a child agent of req.Parent) with a session of its own and runs one turn
+// of the requested model (the default model when req.Model is empty) on req.Prompt,
+// on a goroutine the Sim owns. The run's context is not derived from ctx: a
+// background run outlives the call that started it and ends only through Cancel or
+// on its own.
 func (s *Sim) Launch(ctx context.Context, req subagent.Request) (subagent.Run, error) {
+	return s.launcher.Launch(ctx, req)
+}
+
+// registerChild is the Sim's RegisterFunc: a child agent with a session and a fresh
+// instance of its model, whose run is one turn on the prompt.
+func (s *Sim) registerChild(ctx context.Context, req subagent.Request) (Child, error) {
 	name := req.Model
 	if name == "" {
 		name = s.cfg.defaultModel
 	}
 	model, err := s.NewModel(name)
 	if err != nil {
-		return nil, err
+		return Child{}, err
 	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, messages.ErrClosed
+		return Child{}, messages.ErrClosed
 	}
 	sess, err := s.Register(ctx, req.Child, req.Parent)
 	if err != nil {
-		return nil, err
+		return Child{}, err
 	}
-	runCtx, cancel := context.WithCancelCause(context.Background())
-	r := &childRun{sim: s, id: req.Child, cancel: cancel, done: make(chan struct{})}
 	agent := &Agent{ID: req.Child, Session: sess, Model: model, Tools: s, MaxSteps: s.cfg.maxSteps}
-	s.mu.Lock()
-	s.live[r] = struct{}{}
-	s.mu.Unlock()
-	s.runs.Add(1)
-	go func() {
-		defer s.runs.Done()
-		r.result = agent.Turn(runCtx, req.Prompt)
-		cancel(nil)
-		s.mu.Lock()
-		delete(s.live, r)
-		s.mu.Unlock()
-		close(r.done)
-	}()
-	return r, nil
+	return Child{
+		Run:     func(ctx context.Context) subagent.Result { return agent.Turn(ctx, req.Prompt) },
+		Dispose: func(ctx context.Context) error { return s.Dispose(ctx, req.Child) },
+	}, nil
 }
-
-// childRun is one sub-agent run: the subagent.Run the producer drives.
-type childRun struct {
-	sim    *Sim
-	id     messages.AgentID
-	cancel context.CancelCauseFunc
-	done   chan struct{} // closed when result is set
-	result subagent.Result
-}
-
-// Cancel aborts the run; the reason becomes the aborted result's detail.
-func (r *childRun) Cancel(reason string) { r.cancel(errors.New(reason)) }
-
-// Wait returns the run's result once its turn ended.
-func (r *childRun) Wait() subagent.Result {
-	<-r.done
-	return r.result
-}
-
-// Dispose disposes the child agent, awaiting its tasks and its own sub-agents.
-func (r *childRun) Dispose(ctx context.Context) error { return r.sim.Dispose(ctx, r.id) }

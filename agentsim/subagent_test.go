@@ -68,8 +68,21 @@ func TestErroredChildReportsFailed(t *testing.T) {
 
 func TestOwnerCapGivesAClearError(t *testing.T) {
 	rep := play(t, "scenarios/owner-cap.json")
-	if got := rep.ModelCalls["hang"]; got != 3 {
-		t.Errorf("hang model ran %d times, want 3 (the refused start must not run a child)", got)
+	// Each child opens a gate when its model is first asked, and the parent awaits
+	// those gates before it kills or is disposed, so each model ran exactly once:
+	// "traces" for the start that succeeded, none for the one the cap refused.
+	if got := rep.ModelCalls["traces"]; got != 1 {
+		t.Errorf("the traces model ran %d times, want 1 (the refused start must not run a child)", got)
+	}
+	var children []string
+	for id := range rep.Transcripts {
+		if id != "a1" {
+			children = append(children, string(id))
+		}
+	}
+	slices.Sort(children)
+	if want := []string{"a1/sub-1", "a1/sub-2", "a1/sub-3"}; !slices.Equal(children, want) {
+		t.Errorf("child agents %v, want %v (a refused start registers no child)", children, want)
 	}
 }
 
@@ -193,11 +206,16 @@ func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
 	if res := a.Turn(ctx, "start"); res.Stop != "completed" {
 		t.Fatalf("turn = %+v", res)
 	}
-	if got := sim.Processes(); got != 3 {
-		t.Fatalf("%d bash processes before Dispose, want 3", got)
-	}
+	// The turn ends once the deepest sub-agent's bash call returned (level3 opens the
+	// gate the lead awaits only after it), so the runtime holds all five tasks and
+	// three agents now. The processes are another matter: each shell has started, but
+	// it is still exec'ing its command, and a /proc scan in the middle of an exec can
+	// miss it. Wait until the scan sees all three.
 	if got := sim.Runtime().Stats(); got.Running != 5 || got.Agents != 3 {
 		t.Fatalf("before Dispose: %+v, want 5 running tasks and 3 agents", got)
+	}
+	if got := awaitProcesses(ctx, sim, 3); got != 3 {
+		t.Fatalf("%d bash processes before Dispose, want 3", got)
 	}
 
 	if err := sim.Dispose(ctx, "a1"); err != nil {
@@ -244,6 +262,25 @@ func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
 	} {
 		if at(rule[0]) > at(rule[1]) {
 			t.Errorf("%s settled after %s; order: %v", rule[0], rule[1], ids(settled))
+		}
+	}
+}
+
+// awaitProcesses polls the Sim's live bash processes until there are want of them or
+// ctx ends, and returns the last count. Polling is for observing OS processes only:
+// the runtime's own state is awaited through its events.
+func awaitProcesses(ctx context.Context, sim *agentsim.Sim, want int) int {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got := sim.Processes()
+		if got == want {
+			return got
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return got
 		}
 	}
 }
@@ -304,5 +341,49 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	if err := sim.Close(ctx); err != nil {
 		t.Errorf("a second Close: %v", err)
+	}
+}
+
+// TestCloseWaitsForTheListenersToCatchUp: the runtime's listeners are silent from
+// the moment its Close begins, so Sim.Close lets its own listener and the notice
+// injector handle every settlement that happened before it closes the runtime: the
+// report lists every task that settled, however far behind the listener was.
+func TestCloseWaitsForTheListenersToCatchUp(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	observe := func(e agentsim.Event) {
+		switch {
+		case e.Type == agentsim.EventTaskSettled && e.Task.ID == "bash-1":
+			<-release // the Sim's listener falls behind: bash-2's settlement queues up
+		case e.Type == agentsim.EventAgentDisposed && e.Agent == "a1":
+			once.Do(func() { close(release) }) // Close has disposed a1; the runtime's close is next
+		}
+	}
+	sim, err := agentsim.New(agentsim.WithObserver(observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if _, err := sim.Register(ctx, "a1", ""); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := call(t, sim, ctx, "a1", "bash", `{"command":"true","run_in_background":true}`); r.IsError {
+			t.Fatal(r.Text)
+		}
+	}
+	if err := sim.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []messages.TaskID
+	for _, ti := range sim.Settled() {
+		got = append(got, ti.ID)
+	}
+	slices.Sort(got)
+	if want := []messages.TaskID{"bash-1", "bash-2"}; !slices.Equal(got, want) {
+		t.Errorf("settled = %v, want %v", got, want)
+	}
+	if n := sim.Notices(); n.Delivered+n.Suppressed+n.Failed != 2 {
+		t.Errorf("notices = %+v, want both settlements handled", n)
 	}
 }

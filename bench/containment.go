@@ -267,6 +267,8 @@ func KillStorm(ctx context.Context, cfg KillStormConfig) (res KillStormResult, e
 		mu       sync.Mutex
 		statuses = map[messages.Status]int{}
 		abandon  int
+		counted  int
+		all      = make(chan struct{}) // closed once every task's settlement was counted
 	)
 	defer rt.Tasks().OnDone(func(s messages.Snapshot) {
 		mu.Lock()
@@ -274,6 +276,9 @@ func KillStorm(ctx context.Context, cfg KillStormConfig) (res KillStormResult, e
 		statuses[s.Status]++
 		if strings.HasPrefix(s.Detail, "abandoned") {
 			abandon++
+		}
+		if counted++; counted == cfg.Tasks {
+			close(all)
 		}
 	})()
 
@@ -341,6 +346,14 @@ func KillStorm(ctx context.Context, cfg KillStormConfig) (res KillStormResult, e
 	wg.Wait()
 	res.Settle = time.Since(t0)
 
+	// Every task settled before its owner's disposal returned, but the listener
+	// counts the settlements on its own time: wait for it (the runtime's Close would
+	// silence it).
+	select {
+	case <-all:
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
 	mu.Lock()
 	res.Killed, res.Completed, res.Failed, res.Abandoned = statuses[messages.Killed], statuses[messages.Completed], statuses[messages.Failed], abandon
 	mu.Unlock()

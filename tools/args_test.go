@@ -53,8 +53,8 @@ func TestBadArguments(t *testing.T) {
 			e.agent(t, "a1", 8)
 			r := &fakeRunner{}
 			set, err := tools.NewSet(append(e.tt.Tools(),
-				tools.NewBashWithRunner(e.rt, r),
-				&renamed{Tool: tools.NewBashWithRunner(e.rt, r, tools.WithRunInBackground(false)), name: "bash-fg"})...)
+				fakeBash(t, e.rt, r),
+				&renamed{Tool: fakeBash(t, e.rt, r, tools.WithRunInBackground(false)), name: "bash-fg"})...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestGoodArguments(t *testing.T) {
 			f := newFake(true)
 			e.start(t, f, "bash", "sleep", "") // bash-1
 			f.finish(messages.Outcome{Status: messages.Completed})
-			set, err := tools.NewSet(append(e.tt.Tools(), tools.NewBashWithRunner(e.rt, r))...)
+			set, err := tools.NewSet(append(e.tt.Tools(), fakeBash(t, e.rt, r))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskrt/taskrt/actors"
@@ -26,7 +28,7 @@ const (
 // stdin is enabled too (the default; see WithoutStdin).
 type BashArgs struct {
 	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
-	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"Foreground only: the longest the command may run, in milliseconds."`
+	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
 	Stdin           string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
 }
@@ -35,7 +37,7 @@ type BashArgs struct {
 // whose background commands take no input (WithoutStdin).
 type bashNoStdinArgs struct {
 	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
-	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"Foreground only: the longest the command may run, in milliseconds."`
+	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
 }
 
@@ -48,7 +50,12 @@ type bashForegroundArgs struct {
 }
 
 // bashTimeoutDescription describes timeout_ms with the configured default and cap.
-const bashTimeoutDescription = "the longest the command may run, in milliseconds (default %d, at most %d). When it passes, the command and every process it started are killed."
+const bashTimeoutDescription = "The longest the command may run, in milliseconds (default %d, at most %d). When it passes, the command and every process it started are killed."
+
+// bashTimeoutBackgroundDescription is bashTimeoutDescription for a tool that offers
+// run_in_background: a background command has no timeout unless the call gives one.
+const bashTimeoutBackgroundDescription = "The longest the command may run, in milliseconds. In the foreground: default %d, at most %d. " +
+	"With run_in_background: no limit unless given, and not capped. When it passes, the command and every process it started are killed."
 
 const bashDescription = "Run a shell command with /bin/bash -c and return its output (stdout and stderr merged) and exit code. " +
 	"The command runs in its own process group with no terminal and empty stdin; at its timeout the whole group is killed. "
@@ -87,12 +94,14 @@ type bashConfig struct {
 	env        []string
 }
 
-// BashOption configures the bash tool.
-type BashOption interface{ applyBash(*bashConfig) }
+// BashOption configures the bash tool. Options are made by the With… functions
+// below; a zero or negative duration keeps the default, and NewBash checks what
+// they name (a working directory, environment entries) before it returns.
+type BashOption interface{ apply(*bashConfig) }
 
 type bashOptionFunc func(*bashConfig)
 
-func (f bashOptionFunc) applyBash(c *bashConfig) { f(c) }
+func (f bashOptionFunc) apply(c *bashConfig) { f(c) }
 
 // WithRunInBackground is the tool's EnableRunInBackground setting (default true).
 // When false, run_in_background is absent from the schema and a call that still
@@ -121,8 +130,9 @@ func WithBashTimeout(d time.Duration) BashOption {
 	})
 }
 
-// WithBashMaxTimeout caps timeout_ms; a larger one is clamped and the response says
-// so. Values <= 0 keep the default, DefaultBashMaxTimeout.
+// WithBashMaxTimeout caps a foreground call's timeout_ms; a larger one is clamped and
+// the response says so. Values <= 0 keep the default, DefaultBashMaxTimeout.
+// Background commands are not capped: they block no one.
 func WithBashMaxTimeout(d time.Duration) BashOption {
 	return bashOptionFunc(func(c *bashConfig) {
 		if d > 0 {
@@ -132,50 +142,80 @@ func WithBashMaxTimeout(d time.Duration) BashOption {
 }
 
 // WithWorkDir sets the directory commands run in ("" keeps the process's own).
+// NewBash fails when it is not an existing directory.
 func WithWorkDir(dir string) BashOption {
 	return bashOptionFunc(func(c *bashConfig) { c.dir = dir })
 }
 
-// WithEnv adds KEY=VALUE entries to every command's environment.
+// WithEnv adds KEY=VALUE entries to every command's environment; later options add
+// to earlier ones. NewBash fails on an entry without "=" or with an empty KEY.
 func WithEnv(env ...string) BashOption {
-	return bashOptionFunc(func(c *bashConfig) { c.env = append([]string(nil), env...) })
+	return bashOptionFunc(func(c *bashConfig) { c.env = append(c.env, env...) })
 }
 
 // NewBash returns the bash tool running commands with p. Background commands become
 // tasks of rt owned by the calling agent; they need the task tools attached (see
 // NewTaskTools), or the call fails with the runtime's no-control-surface error.
-func NewBash(rt *actors.Runtime, p *bash.Producer, opts ...BashOption) *BashTool {
+//
+// The options are checked here rather than at every call: a working directory that
+// does not exist or is not a directory, or a malformed environment entry, is an
+// error wrapping messages.ErrInvalidArgument.
+func NewBash(rt *actors.Runtime, p *bash.Producer, opts ...BashOption) (*BashTool, error) {
 	return newBash(rt, p, opts...)
 }
 
-// NewBashWithRunner is NewBash with any BashRunner in place of the producer.
-func NewBashWithRunner(rt *actors.Runtime, r BashRunner, opts ...BashOption) *BashTool {
+// NewBashWithRunner is NewBash with any BashRunner in place of the producer; its
+// options are checked the same way.
+func NewBashWithRunner(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*BashTool, error) {
 	return newBash(rt, r, opts...)
 }
 
-func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) *BashTool {
+func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*BashTool, error) {
 	cfg := bashConfig{background: true, stdin: true, timeout: DefaultBashTimeout, maxTimeout: DefaultBashMaxTimeout}
 	for _, o := range opts {
-		o.applyBash(&cfg)
+		o.apply(&cfg)
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	cfg.stdin = cfg.stdin && cfg.background
 	if cfg.timeout > cfg.maxTimeout {
 		cfg.timeout = cfg.maxTimeout
 	}
 	b := &BashTool{rt: rt, run: r, cfg: cfg}
-	timeout := fmt.Sprintf(bashTimeoutDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())
+	background := fmt.Sprintf(bashTimeoutBackgroundDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())
 	switch {
 	case cfg.stdin:
 		b.args = newArgSpec[BashArgs](minLength("command", 1), minimum("timeout_ms", 1),
-			describe("timeout_ms", "Foreground only: "+timeout), enum("stdin", bashStdinModes...))
+			describe("timeout_ms", background), enum("stdin", bashStdinModes...))
 	case cfg.background:
 		b.args = newArgSpec[bashNoStdinArgs](minLength("command", 1), minimum("timeout_ms", 1),
-			describe("timeout_ms", "Foreground only: "+timeout))
+			describe("timeout_ms", background))
 	default:
 		b.args = newArgSpec[bashForegroundArgs](minLength("command", 1), minimum("timeout_ms", 1),
-			describe("timeout_ms", "The "+strings.TrimPrefix(timeout, "the ")))
+			describe("timeout_ms", fmt.Sprintf(bashTimeoutDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())))
 	}
-	return b
+	return b, nil
+}
+
+// check validates what the options name, once, at construction.
+func (c *bashConfig) check() error {
+	if c.dir != "" {
+		fi, err := os.Stat(c.dir)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: tools.WithWorkDir: %w", messages.ErrInvalidArgument, err)
+		case !fi.IsDir():
+			return fmt.Errorf("%w: tools.WithWorkDir: %s is not a directory", messages.ErrInvalidArgument, c.dir)
+		}
+	}
+	for _, kv := range c.env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			return fmt.Errorf("%w: tools.WithEnv: malformed entry %q (want KEY=VALUE)", messages.ErrInvalidArgument, truncate(kv, 64))
+		}
+	}
+	return nil
 }
 
 // Name returns "bash".
@@ -239,7 +279,10 @@ func (b *BashTool) Call(ctx context.Context, caller messages.AgentID, raw json.R
 	}
 	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin}
 	if a.RunInBackground {
-		return b.background(ctx, caller, cmd)
+		if a.TimeoutMS > maxTimeoutMS {
+			return errResult(argErr("timeout_ms must be at most %d", maxTimeoutMS))
+		}
+		return b.background(ctx, caller, cmd, time.Duration(a.TimeoutMS)*time.Millisecond)
 	}
 	return b.foreground(ctx, cmd, a.TimeoutMS)
 }
@@ -254,8 +297,18 @@ func bashErrResult(err error) Result {
 	return Result{Text: truncate(oneLine(err.Error()), maxBashError), IsError: true}
 }
 
-func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd bash.Command) Result {
+// maxTimeoutMS is the largest timeout_ms a background command accepts: about a
+// year, well inside what a time.Duration holds. Foreground calls are clamped to
+// their much smaller cap instead.
+const maxTimeoutMS = int64(366 * 24 * time.Hour / time.Millisecond)
+
+// background starts cmd as a background task of caller; a positive timeout kills
+// it once that long has passed (see withTimeout).
+func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd bash.Command, timeout time.Duration) Result {
 	spec := b.run.Spec(caller, cmd)
+	if timeout > 0 {
+		spec.Run = withTimeout(spec.Run, timeout)
+	}
 	id, err := b.rt.Tasks().Start(ctx, spec)
 	if err != nil {
 		if res := startErrResult(err); res.Text != oneLine(err.Error()) {
@@ -294,5 +347,53 @@ func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS i
 
 // bashStdinModes are the values of the stdin parameter.
 var bashStdinModes = []string{"none", "pipe", "tty"}
+
+// withTimeout wraps a task's Run so that the task is cancelled once timeout has
+// passed, like a foreground command at its timeout. The task settles as the producer
+// reports the kill ("killed, signal: SIGTERM"), with "timed out after N ms" before
+// the producer's detail, so that the notice and the status line say why.
+//
+// The goroutine it adds stands between the producer's Done and the runtime's: it
+// ends when the producer's Done delivers, which the producer contract guarantees
+// (Cancel must lead to Done), so the task owns it like its other goroutines.
+func withTimeout(run func() (messages.Hooks, error), timeout time.Duration) func() (messages.Hooks, error) {
+	return func() (messages.Hooks, error) {
+		h, err := run()
+		if err != nil {
+			return h, err
+		}
+		done := make(chan messages.Outcome, 1)
+		inner, cancel := h.Done, h.Cancel
+		var cancelled atomic.Bool // someone else (a kill, a teardown) cancelled first
+		h.Done = done
+		h.Cancel = func(reason string) error {
+			err := cancel(reason)
+			if err == nil {
+				cancelled.Store(true)
+			}
+			return err
+		}
+		go func() {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			select {
+			case o := <-inner:
+				done <- o
+				return
+			case <-t.C:
+			}
+			note := fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
+			if cancelled.Load() || cancel(note) != nil {
+				note = ""
+			}
+			o := <-inner
+			if note != "" && o.Status == messages.Killed {
+				o.Detail = strings.TrimSuffix(note+", "+o.Detail, ", ")
+			}
+			done <- o
+		}()
+		return h, nil
+	}
+}
 
 var _ Tool = (*BashTool)(nil)

@@ -27,7 +27,7 @@ func bashCall(t *testing.T, command string, background bool) json.RawMessage {
 func TestBashCommandSizes(t *testing.T) {
 	p := newProducer(t)
 	e := newEnv(t)
-	b := tools.NewBash(e.rt, p)
+	b := newBashTool(t, e.rt, p)
 	if err := e.rt.Agents().Register(bg, "a1"); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestBashCommandSizes(t *testing.T) {
 func TestBashErrorsAreOneShortLine(t *testing.T) {
 	p := bash.New(bash.WithShell("/nonexistent/" + strings.Repeat("s", 300)))
 	e := newEnv(t)
-	b := tools.NewBash(e.rt, p)
+	b := newBashTool(t, e.rt, p)
 	got := b.Call(bg, "", bashCall(t, "echo hi", false))
 	if !got.IsError || !strings.HasPrefix(got.Text, "bash: start \"echo hi\": ") {
 		t.Fatalf("got %+v", got)

@@ -25,7 +25,11 @@ func TestBashStdinTranscript(t *testing.T) {
 	// from splitting a reply.
 	e := newEnv(t, tools.WithInputWait(time.Minute), tools.WithMaxWait(time.Minute))
 	ch := e.agent(t, "a1", 8)
-	set, err := tools.NewSet(append(e.tt.Tools(), tools.NewBash(e.rt, p))...)
+	bt, err := tools.NewBash(e.rt, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := tools.NewSet(append(e.tt.Tools(), bt)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +131,7 @@ func TestBashStdinArgument(t *testing.T) {
 			e := newEnv(t)
 			e.agent(t, "a1", 8)
 			r := &commandRunner{}
-			got := tools.NewBashWithRunner(e.rt, r, tc.opts...).Call(bg, "a1", json.RawMessage(tc.args))
+			got := fakeBash(t, e.rt, r, tc.opts...).Call(bg, "a1", json.RawMessage(tc.args))
 			if got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
@@ -154,7 +158,7 @@ func TestBashStdinInTheSchemaAndDescription(t *testing.T) {
 		{"absent without run_in_background", []tools.BashOption{tools.WithRunInBackground(false)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := tools.NewBashWithRunner(e.rt, &commandRunner{}, tc.opts...)
+			b := fakeBash(t, e.rt, &commandRunner{}, tc.opts...)
 			props := b.Schema()["properties"].(map[string]any)
 			if _, got := props["stdin"]; got != tc.want {
 				t.Errorf("stdin in the schema: %v, want %v", got, tc.want)

@@ -8,6 +8,10 @@
 //
 // # Wiring
 //
+// Options are checked when a tool is made: NewBash fails on a working directory
+// that does not exist or an environment entry that is not KEY=VALUE, rather than
+// every call failing later.
+//
 // An embedder creates an actors.Runtime, then NewTaskTools(rt): that attaches the
 // runtime's control surface (without one, every background start fails with
 // "background tasks unavailable: no control surface is attached (load the task
@@ -28,6 +32,12 @@
 //	task_kill(task_id, reason?)               "requested cancellation of task <id>", or
 //	                                          the terminal status line
 //	bash(command, timeout_ms?, run_in_background?)
+//	                                          foreground: the output, then the status
+//	                                          line; timeout_ms defaults to 120 s, at
+//	                                          most 600 s. Background: the task id at
+//	                                          once; timeout_ms, when given, kills the
+//	                                          task once it passes ("timed out after N
+//	                                          ms" in its status)
 //
 // A task_output wait defaults to 30 s and is capped at 600 s (WithWaitTimeout,
 // WithMaxWait); a larger timeout_ms is clamped and the response says so on the line

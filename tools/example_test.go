@@ -35,7 +35,12 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	set, err := tools.NewSet(append(tasks.Tools(), tools.NewBash(rt, bash.New()))...)
+	bashTool, err := tools.NewBash(rt, bash.New())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	set, err := tools.NewSet(append(tasks.Tools(), bashTool)...)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -6,3 +6,8 @@ import "github.com/taskrt/taskrt/messages"
 // call is under way (registered for the notice injector), so that a test can settle
 // the task knowing the call started first. Set it before any call.
 func SetOutputCallHook(t *TaskTools, f func(messages.TaskID)) { t.outputCallHook = f }
+
+// SetAfterWaitHook makes every task_output call with wait report its task id to f
+// once the wait returned and before the read, so that a test can drop the record in
+// between. Set it before any call.
+func SetAfterWaitHook(t *TaskTools, f func(messages.TaskID)) { t.afterWaitHook = f }

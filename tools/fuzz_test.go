@@ -32,8 +32,8 @@ func FuzzToolArgs(f *testing.F) {
 	agent()
 	r := &fakeRunner{}
 	set, err := tools.NewSet(append(e.tt.Tools(),
-		tools.NewBashWithRunner(e.rt, r),
-		&renamed{Tool: tools.NewBashWithRunner(e.rt, r, tools.WithRunInBackground(false)), name: "bash-fg"})...)
+		fakeBash(f, e.rt, r),
+		&renamed{Tool: fakeBash(f, e.rt, r, tools.WithRunInBackground(false)), name: "bash-fg"})...)
 	if err != nil {
 		f.Fatal(err)
 	}

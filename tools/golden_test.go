@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/tools"
@@ -34,12 +35,22 @@ func (f *fakeRunner) Run(_ context.Context, c bash.Command, _ time.Duration) (ba
 	return bash.Result{Output: c.Command + "\n", Outcome: messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"}}, nil
 }
 
+// fakeBash is the bash tool on a fake runner, for options that must be valid.
+func fakeBash(t testing.TB, rt *actors.Runtime, r tools.BashRunner, opts ...tools.BashOption) *tools.BashTool {
+	t.Helper()
+	b, err := tools.NewBashWithRunner(rt, r, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // allTools is every tool of the package in its configurations, with a fake bash.
-func allTools(e *env, r *fakeRunner) []tools.Tool {
+func allTools(t testing.TB, e *env, r *fakeRunner) []tools.Tool {
 	return append(e.tt.Tools(),
-		tools.NewBashWithRunner(e.rt, r),
-		&renamed{Tool: tools.NewBashWithRunner(e.rt, r, tools.WithoutStdin()), name: "bash (stdin disabled)"},
-		&renamed{Tool: tools.NewBashWithRunner(e.rt, r, tools.WithRunInBackground(false)), name: "bash (run_in_background disabled)"})
+		fakeBash(t, e.rt, r),
+		&renamed{Tool: fakeBash(t, e.rt, r, tools.WithoutStdin()), name: "bash (stdin disabled)"},
+		&renamed{Tool: fakeBash(t, e.rt, r, tools.WithRunInBackground(false)), name: "bash (run_in_background disabled)"})
 }
 
 // renamed gives a tool configuration its own name in golden files.
@@ -52,7 +63,7 @@ func (r *renamed) Name() string { return r.name }
 
 func TestSchemas(t *testing.T) {
 	e := newEnv(t)
-	for _, tool := range allTools(e, &fakeRunner{}) {
+	for _, tool := range allTools(t, e, &fakeRunner{}) {
 		t.Run(tool.Name(), func(t *testing.T) {
 			s := tool.Schema()
 			t.Run("is an object that forbids additional properties", func(t *testing.T) {
@@ -80,7 +91,7 @@ func TestSchemas(t *testing.T) {
 func TestDescriptions(t *testing.T) {
 	e := newEnv(t)
 	var b strings.Builder
-	for _, tool := range allTools(e, &fakeRunner{}) {
+	for _, tool := range allTools(t, e, &fakeRunner{}) {
 		fmt.Fprintf(&b, "== %s\n%s\n\n", tool.Name(), tool.Description())
 	}
 	golden(t, "descriptions", b.String())
@@ -109,11 +120,14 @@ func TestStrings(t *testing.T) {
 		fmt.Fprintf(&b, "== %s (is_error: %v)\n%s\n\n", what, r.IsError, r.Text)
 	}
 	add("task_list, empty", e.call("a1", "task_list", `{}`))
-	bashTool := tools.NewBashWithRunner(e.rt, &fakeRunner{})
+	bashTool := fakeBash(t, e.rt, &fakeRunner{})
 	add("bash, background", bashTool.Call(bg, "a1", json.RawMessage(`{"command":"go test ./...","run_in_background":true}`)))
 	add("bash, background, no-agent caller", bashTool.Call(bg, "", json.RawMessage(`{"command":"make","run_in_background":true}`)))
 	add("bash, foreground", bashTool.Call(bg, "a1", json.RawMessage(`{"command":"echo hi"}`)))
 	add("notice", tools.Result{Text: next(t, ch)})
+	// The no-agent caller's task has no notice to wait for: wait for its settlement,
+	// which task_list below reports, without reading it.
+	e.settled(t, "bash-2", "")
 
 	outcomes := []messages.Outcome{
 		{Status: messages.Completed, Detail: "exit code: 0"},

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -11,20 +12,44 @@ import (
 // NoticeStats counts what the notice injector did with the settlements it saw.
 type NoticeStats struct {
 	// Delivered counts notices the owner's injector accepted.
-	Delivered int64
+	Delivered int64 `json:"delivered"`
 	// Suppressed counts settlements that produced no notice: unowned tasks, tasks
 	// the model killed or whose terminal state a read or wait returned, tasks ended
 	// by their owner's disposal or the runtime's close.
-	Suppressed int64
+	Suppressed int64 `json:"suppressed"`
 	// Failed counts notices whose injection returned an error (the agent's injector
 	// failed, or Close cancelled it).
-	Failed int64
+	Failed int64 `json:"failed"`
 }
 
 // noticeCounters are NoticeStats as atomics: the listener goroutine writes, anyone
-// reads.
+// reads; every count is followed by a signal on changed.
 type noticeCounters struct {
 	delivered, suppressed, failed atomic.Int64
+
+	mu      sync.Mutex    // protects changed
+	changed chan struct{} // closed (and replaced) after every count
+}
+
+// count adds one to c and wakes WaitHandled.
+func (n *noticeCounters) count(c *atomic.Int64) {
+	c.Add(1)
+	n.mu.Lock()
+	if n.changed != nil {
+		close(n.changed)
+		n.changed = nil
+	}
+	n.mu.Unlock()
+}
+
+// handled is how many settlements were counted, and the channel closed after the next.
+func (n *noticeCounters) handled() (int64, <-chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.changed == nil {
+		n.changed = make(chan struct{})
+	}
+	return n.delivered.Load() + n.suppressed.Load() + n.failed.Load(), n.changed
 }
 
 // Notices reports the notice counters.
@@ -33,6 +58,25 @@ func (t *TaskTools) Notices() NoticeStats {
 		Delivered:  t.notices.delivered.Load(),
 		Suppressed: t.notices.suppressed.Load(),
 		Failed:     t.notices.failed.Load(),
+	}
+}
+
+// WaitHandled blocks until the notice injector has handled at least n settlements
+// (delivered, suppressed or failed: the sum of Notices), or ctx ends. The runtime's
+// listeners are silent from the moment its Close begins, so a harness that knows n
+// tasks settled can let their notices be handled, and counted, before it closes the
+// runtime.
+func (t *TaskTools) WaitHandled(ctx context.Context, n int64) error {
+	for {
+		got, changed := t.notices.handled()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d settlements handled by the notice injector: %w", got, n, ctx.Err())
+		}
 	}
 }
 
@@ -68,18 +112,18 @@ func (t *TaskTools) onDone(s messages.Snapshot) {
 	t.mu.Unlock()
 	defer t.active.Done()
 	if s.Owner == "" || s.Reported {
-		t.notices.suppressed.Add(1)
+		t.notices.count(&t.notices.suppressed)
 		return
 	}
 	t.calls.await(t.ctx, s.ID)
 	delivered, err := t.rt.Tasks().Notify(t.ctx, s.ID, NoticeText(s))
 	switch {
 	case err != nil:
-		t.notices.failed.Add(1)
+		t.notices.count(&t.notices.failed)
 	case delivered:
-		t.notices.delivered.Add(1)
+		t.notices.count(&t.notices.delivered)
 	default:
-		t.notices.suppressed.Add(1)
+		t.notices.count(&t.notices.suppressed)
 	}
 }
 

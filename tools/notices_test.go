@@ -2,6 +2,7 @@ package tools_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -212,6 +213,32 @@ func TestNotices(t *testing.T) {
 		case n := <-ch:
 			t.Errorf("notice after Close: %q", n)
 		default:
+		}
+	})
+}
+
+func TestWaitHandled(t *testing.T) {
+	t.Run("returns once the injector handled that many settlements", func(t *testing.T) {
+		e := newEnv(t)
+		e.agent(t, "a1", 8)
+		for _, owner := range []messages.AgentID{"a1", ""} { // one delivered, one suppressed
+			f := newFake(true)
+			e.start(t, f, "bash", "make", owner)
+			f.finish(messages.Outcome{Status: messages.Completed})
+		}
+		if err := e.tt.WaitHandled(bg, 2); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := e.tt.Notices(), (tools.NoticeStats{Delivered: 1, Suppressed: 1}); got != want {
+			t.Errorf("Notices() = %+v, want %+v", got, want)
+		}
+	})
+	t.Run("gives up with the context's error", func(t *testing.T) {
+		e := newEnv(t)
+		ctx, cancel := context.WithCancel(bg)
+		cancel()
+		if err := e.tt.WaitHandled(ctx, 1); !errors.Is(err, context.Canceled) {
+			t.Errorf("WaitHandled = %v, want context.Canceled", err)
 		}
 	})
 }

@@ -88,7 +88,7 @@ func TestEvictedStrings(t *testing.T) {
 func TestEvictionRemovesTheSpillFile(t *testing.T) {
 	spill := t.TempDir()
 	rt, tt := retentionEnv(t, actors.WithRetention(1))
-	set := mustSet(t, append(tt.Tools(), tools.NewBash(rt, bash.New(bash.WithSpillDir(spill))))...)
+	set := mustSet(t, append(tt.Tools(), newBashTool(t, rt, bash.New(bash.WithSpillDir(spill))))...)
 	call := func(name, args string) tools.Result {
 		t.Helper()
 		r := set.Call(bg, "", name, []byte(args))

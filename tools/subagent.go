@@ -43,8 +43,9 @@ const subagentBackgroundDescription = " With run_in_background: true the call re
 	"you are notified when it finishes, and task_output returns its answer (with wait: true when you are blocked on it). " +
 	"Collect its answer before you give your own final answer if it matters to it; task_kill it if it stopped mattering."
 
-// SubagentOption configures the subagent tool.
-type SubagentOption interface{ applySubagent(*subagentConfig) }
+// SubagentOption configures the subagent tool. Options are made by the With…
+// functions below.
+type SubagentOption interface{ apply(*subagentConfig) }
 
 type subagentConfig struct {
 	background bool
@@ -52,7 +53,7 @@ type subagentConfig struct {
 
 type subagentOptionFunc func(*subagentConfig)
 
-func (f subagentOptionFunc) applySubagent(c *subagentConfig) { f(c) }
+func (f subagentOptionFunc) apply(c *subagentConfig) { f(c) }
 
 // WithSubagentRunInBackground sets EnableRunInBackground for this tool instance (default
 // true). When false, run_in_background is absent from the schema and a call that
@@ -76,7 +77,7 @@ type SubagentTool struct {
 func NewSubagent(rt *actors.Runtime, p *subagent.Producer, opts ...SubagentOption) *SubagentTool {
 	cfg := subagentConfig{background: true}
 	for _, o := range opts {
-		o.applySubagent(&cfg)
+		o.apply(&cfg)
 	}
 	return &SubagentTool{rt: rt, producer: p, cfg: cfg}
 }

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -60,6 +61,7 @@ type TaskTools struct {
 	calls   inflight // task_output calls under way
 
 	outputCallHook func(messages.TaskID) // tests only: a task_output call is under way
+	afterWaitHook  func(messages.TaskID) // tests only: a task_output wait returned, the read is next
 }
 
 type taskConfig struct {
@@ -68,12 +70,13 @@ type taskConfig struct {
 	inputWait   time.Duration
 }
 
-// TaskOption configures TaskTools.
-type TaskOption interface{ applyTask(*taskConfig) }
+// TaskOption configures TaskTools. Options are made by the With… functions below;
+// a zero or negative duration keeps the default.
+type TaskOption interface{ apply(*taskConfig) }
 
 type taskOptionFunc func(*taskConfig)
 
-func (f taskOptionFunc) applyTask(c *taskConfig) { f(c) }
+func (f taskOptionFunc) apply(c *taskConfig) { f(c) }
 
 // WithWaitTimeout sets how long task_output with wait: true blocks when the call gives
 // no timeout_ms. Values <= 0 keep the default, DefaultWaitTimeout; a value above the
@@ -112,7 +115,7 @@ func WithInputWait(d time.Duration) TaskOption {
 func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
 	cfg := taskConfig{waitTimeout: DefaultWaitTimeout, maxWait: DefaultMaxWait, inputWait: DefaultInputWait}
 	for _, o := range opts {
-		o.applyTask(&cfg)
+		o.apply(&cfg)
 	}
 	if cfg.waitTimeout > cfg.maxWait {
 		cfg.waitTimeout = cfg.maxWait
@@ -209,20 +212,33 @@ func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw
 		}
 		return Result{Text: joinLines(r.Output, clamped, untilLine(r, timeout), StatusLine(r.Snapshot))}
 	}
-	var clamped string
+	var (
+		clamped string
+		waited  messages.Snapshot // what the wait returned, if there was one
+	)
 	if a.Wait {
 		timeout := t.cfg.waitTimeout
 		if a.TimeoutMS > 0 {
 			timeout, clamped = t.clampWait(a.TimeoutMS)
 		}
-		if _, err := t.rt.Tasks().Wait(ctx, id, caller, timeout); err != nil {
+		if waited, err = t.rt.Tasks().Wait(ctx, id, caller, timeout); err != nil {
 			return taskErrResult(a.TaskID, err)
+		}
+		if t.afterWaitHook != nil {
+			t.afterWaitHook(id)
 		}
 	}
 	// The read after a wait collects what the task produced and the freshest
 	// snapshot; a terminal one marks the task reported, so no notice follows.
 	r, err := t.rt.Tasks().Read(ctx, id, caller)
 	if err != nil {
+		// A wait that returned the task's end, whose record was dropped before the
+		// read (the owner disposed, the runtime closed, both of which end the task
+		// under a pending wait): the wait's snapshot is the answer. The output since
+		// the previous read went with the record.
+		if waited.Status.Terminal() && (errors.Is(err, messages.ErrTaskNotFound) || errors.Is(err, messages.ErrClosed)) {
+			return Result{Text: joinLines(clamped, StatusLine(waited))}
+		}
 		return taskErrResult(a.TaskID, err)
 	}
 	if r.Snapshot.Evicted {

@@ -328,3 +328,102 @@ func TestSet(t *testing.T) {
 		}
 	})
 }
+
+// TestTaskOutputWhenTheRecordIsDroppedAfterTheWait: a task_output wait that returned
+// the task's end answers with that end, even when the record is dropped before the
+// read that follows (the owner disposed, the runtime closed — both end a task under
+// a pending wait): the status line is byte-identical to the one a read gives.
+func TestTaskOutputWhenTheRecordIsDroppedAfterTheWait(t *testing.T) {
+	tests := []struct {
+		name    string
+		owner   messages.AgentID           // the task's owner and the caller
+		outcome messages.Outcome           // how the task ends before the wait; zero = it keeps running
+		timeout string                     // the wait's timeout_ms
+		drop    func(e *env, t *testing.T) // what drops the record between the wait and the read
+		want    tools.Result
+	}{
+		{
+			name:    "owner disposed: the terminal status line, not task not found",
+			owner:   "a1",
+			outcome: messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"},
+			timeout: "60000",
+			drop: func(e *env, t *testing.T) {
+				if err := e.rt.Agents().Dispose(bg, "a1"); err != nil {
+					t.Error(err)
+				}
+			},
+			want: tools.Result{Text: "[status: killed, signal: SIGTERM]"},
+		},
+		{
+			// Unowned: the notice injector, which waits for the task_output calls under
+			// way on an owned task, would wait for this very call, and Close for it.
+			name:    "runtime closed: the terminal status line, not an error",
+			owner:   "",
+			outcome: messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"},
+			timeout: "60000",
+			drop: func(e *env, t *testing.T) {
+				if err := e.rt.Close(bg); err != nil {
+					t.Error(err)
+				}
+			},
+			want: tools.Result{Text: "[status: completed, exit code: 0]"},
+		},
+		{
+			name:    "a clamped wait keeps its note",
+			owner:   "a1",
+			outcome: messages.Outcome{Status: messages.Failed, Detail: "exit code: 2"},
+			timeout: "9999999",
+			drop: func(e *env, t *testing.T) {
+				if err := e.rt.Agents().Dispose(bg, "a1"); err != nil {
+					t.Error(err)
+				}
+			},
+			want: tools.Result{Text: lines("(timeout_ms clamped to 600000)", "[status: failed, exit code: 2]")},
+		},
+		{
+			name:    "a wait that timed out does not invent a status: task not found",
+			owner:   "a1",
+			timeout: "1",
+			drop: func(e *env, t *testing.T) {
+				if err := e.rt.Agents().Dispose(bg, "a1"); err != nil {
+					t.Error(err)
+				}
+			},
+			want: tools.Result{Text: "task not found: bash-1", IsError: true},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// What a read of the same end gives, for the byte-identical comparison.
+			var readLine string
+			if tc.outcome.Status != "" {
+				e := newEnv(t)
+				f := newFake(true)
+				id := e.start(t, f, "bash", "make", "")
+				f.emit("output\n")
+				f.finish(tc.outcome)
+				e.settled(t, id, "")
+				r := e.call("", "task_output", fmt.Sprintf(`{"task_id":%q}`, id))
+				readLine = r.Text[strings.LastIndexByte(r.Text, '\n')+1:]
+			}
+
+			e := newEnv(t)
+			e.agent(t, "a1", 8)
+			f := newFake(true)
+			id := e.start(t, f, "bash", "make", tc.owner)
+			f.emit("output\n")
+			if tc.outcome.Status != "" {
+				f.finish(tc.outcome)
+				e.settled(t, id, tc.owner)
+			}
+			tools.SetAfterWaitHook(e.tt, func(messages.TaskID) { tc.drop(e, t) })
+			got := e.call(tc.owner, "task_output", fmt.Sprintf(`{"task_id":%q,"wait":true,"timeout_ms":%s}`, id, tc.timeout))
+			if got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if readLine != "" && !strings.HasSuffix(got.Text, "\n"+readLine) && got.Text != readLine {
+				t.Errorf("status line %q differs from a read's %q", got.Text, readLine)
+			}
+		})
+	}
+}

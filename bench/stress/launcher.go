@@ -5,20 +5,31 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/subagent"
 )
 
-// launcher is the sub-agent producer's Launcher: each child is a registered agent
-// (a child of its parent) whose run follows the behavior named by the brief's prompt.
-// It plays the part agentsim plays in a simulated harness, minus the model.
-type launcher struct {
-	h    *harness
-	runs sync.WaitGroup // one per child run goroutine
+// registerChild is the stress's agentsim.RegisterFunc: each child is a registered
+// agent (a child of its parent, a new incarnation) whose run follows the behavior
+// named by the brief's prompt. The shared agentsim.Launcher runs it, as it runs the
+// simulator's children, minus the model.
+func (h *harness) registerChild(ctx context.Context, req subagent.Request) (agentsim.Child, error) {
+	inc, err := h.register(ctx, req.Child, req.Parent)
+	if err != nil {
+		return agentsim.Child{}, err
+	}
+	f := fnv.New64a()
+	f.Write([]byte(req.Child))
+	rng := rand.New(rand.NewPCG(h.cfg.Seed, f.Sum64()))
+	r := &childRun{h: h, inc: inc}
+	return agentsim.Child{
+		Run:     func(ctx context.Context) subagent.Result { return r.play(ctx, req.Prompt, rng) },
+		Dispose: func(ctx context.Context) error { return h.dispose(ctx, inc) },
+	}, nil
 }
 
 // The child behaviors, with their weights. "nested" starts a sub-agent of its own,
@@ -57,46 +68,11 @@ func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0)) }
 // depthOf is how many sub-agent levels an agent id is below a top-level agent.
 func depthOf(id messages.AgentID) int { return strings.Count(string(id), "sub-") }
 
-// Launch registers the child and starts its run on a goroutine the launcher owns.
-func (l *launcher) Launch(ctx context.Context, req subagent.Request) (subagent.Run, error) {
-	inc, err := l.h.register(ctx, req.Child, req.Parent)
-	if err != nil {
-		return nil, err
-	}
-	f := fnv.New64a()
-	f.Write([]byte(req.Child))
-	rng := rand.New(rand.NewPCG(l.h.cfg.Seed, f.Sum64()))
-	runCtx, cancel := context.WithCancelCause(context.Background())
-	r := &childRun{h: l.h, inc: inc, cancel: cancel, done: make(chan struct{})}
-	l.runs.Go(func() {
-		defer close(r.done)
-		defer cancel(nil)
-		r.result = r.play(runCtx, req.Prompt, rng)
-	})
-	return r, nil
-}
-
 // childRun is one child agent's run.
 type childRun struct {
-	h      *harness
-	inc    *incarnation
-	cancel context.CancelCauseFunc
-	done   chan struct{} // closed once result is set
-	result subagent.Result
+	h   *harness
+	inc *incarnation
 }
-
-func (r *childRun) Cancel(reason string) { r.cancel(cancelReason(reason)) }
-
-func (r *childRun) Wait() subagent.Result {
-	<-r.done
-	return r.result
-}
-
-func (r *childRun) Dispose(ctx context.Context) error { return r.h.dispose(ctx, r.inc) }
-
-type cancelReason string
-
-func (c cancelReason) Error() string { return string(c) }
 
 // play runs behavior; a cancellation at any point ends it as aborted.
 func (r *childRun) play(ctx context.Context, behavior string, rng *rand.Rand) subagent.Result {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,9 +137,10 @@ func (h *harness) newWorker(i int) (*worker, error) {
 	return w, err
 }
 
-// loop runs random operations until ctx ends, with a think time of 0–2 ms.
-func (w *worker) loop(ctx context.Context) {
-	for ctx.Err() == nil {
+// loop runs random operations until ctx ends and at least minOps were run, with a
+// think time of 0–2 ms.
+func (w *worker) loop(ctx context.Context, minOps int) {
+	for n := 0; ctx.Err() == nil || n < minOps; n++ {
 		if !w.step() {
 			return
 		}
@@ -201,7 +203,13 @@ func (w *worker) step() bool {
 		id := w.own[w.rng.IntN(len(w.own))]
 		res, err := w.h.rt.Tasks().Kill(ctx, id, w.id, "stress kill")
 		w.record(op, err, err != nil)
-		if err == nil && res != messages.KillRequested && res != messages.KillAlreadyTerminal {
+		switch {
+		case err != nil:
+		case res == messages.KillAlreadyTerminal:
+			// The kill returned the task's end to its caller: it marks the task
+			// reported, as a terminal read or wait does, so no notice may follow.
+			w.h.reported(id, "kill")
+		case res != messages.KillRequested:
 			w.h.violate("kill %s: unexpected result %q", id, res)
 		}
 	case "get":
@@ -237,8 +245,8 @@ func (w *worker) record(op string, err error, unexpected bool) {
 	}
 }
 
-// list checks that List shows the caller only its own and unowned tasks, and every
-// task of its current incarnation.
+// list checks that List shows the caller only its own, its descendants' and unowned
+// tasks, and every task of its current incarnation.
 func (w *worker) list(ctx context.Context) {
 	snaps, err := w.h.rt.Tasks().List(ctx, w.id)
 	w.record("list", err, err != nil)
@@ -248,7 +256,7 @@ func (w *worker) list(ctx context.Context) {
 	seen := make(map[messages.TaskID]bool, len(snaps))
 	for _, s := range snaps {
 		seen[s.ID] = true
-		if s.Owner != "" && s.Owner != w.id {
+		if s.Owner != "" && s.Owner != w.id && !descends(s.Owner, w.id) {
 			w.h.violate("list by %s shows %s owned by %s", w.id, s.ID, s.Owner)
 		}
 		w.h.saw(s.ID, s, "list", false)
@@ -260,8 +268,17 @@ func (w *worker) list(ctx context.Context) {
 	}
 }
 
-// foreign operates on another owner's task as this agent ("foreign") or as the
-// no-agent caller ("no-agent"): every call must fail exactly as an unknown id does.
+// descends reports whether agent a is a descendant of agent b: sub-agents are
+// registered as children of their parent, with ids "<parent>/sub-N". The no-agent
+// caller has no descendants.
+func descends(a, b messages.AgentID) bool {
+	return b != "" && strings.HasPrefix(string(a), string(b)+"/")
+}
+
+// foreign operates on the task of an owner that is neither this agent nor one of its
+// descendants (whose tasks an ancestor may reach), as this agent ("foreign") or as
+// the no-agent caller ("no-agent"): every call must fail exactly as an unknown id
+// does.
 // A foreign kill's reason starts with "foreign:", which no Cancel may ever see.
 func (w *worker) foreign(ctx context.Context, op string) {
 	caller := w.id
@@ -275,7 +292,7 @@ func (w *worker) foreign(ctx context.Context, op string) {
 			break
 		}
 		c := w.h.owned[w.rng.IntN(len(w.h.owned))]
-		if w.h.tasks[c].owner != caller {
+		if owner := w.h.tasks[c].owner; owner != caller && !descends(owner, caller) {
 			id = c
 			break
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/subagent"
@@ -27,7 +28,12 @@ type Config struct {
 	Duration time.Duration // how long the agents operate; then the runtime is closed
 	Agents   int           // concurrent top-level agents (default 16)
 	Seed     uint64        // derives every agent's random stream
-	// Progress, when set, receives a status line every ProgressEvery (default 10 s).
+	// MinOps is a floor on the operations each agent performs: it keeps operating
+	// past Duration until it did that many, so that a short run on a loaded machine
+	// still exercises every kind of operation. Default 0: Duration alone decides.
+	MinOps int
+	// Progress, when set, receives a status line every ProgressEvery (default 10 s),
+	// and a last one when the agents stop operating.
 	Progress      io.Writer
 	ProgressEvery time.Duration
 }
@@ -59,7 +65,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			break
 		}
 		workers[i] = w
-		wg.Go(func() { w.loop(runCtx) })
+		wg.Go(func() { w.loop(runCtx, cfg.MinOps) })
 	}
 	progressDone := make(chan struct{})
 	var progressWG sync.WaitGroup
@@ -80,8 +86,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := h.rt.Close(closeCtx); err != nil {
 		h.violate("runtime Close: %v", err)
 	}
-	if !waitGroupWithin(&h.launcher.runs, time.Minute) {
-		h.violate("sub-agent runs still running a minute after Close")
+	runsCtx, cancelRuns := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelRuns()
+	if err := h.launcher.Close(runsCtx, "runtime closed"); err != nil {
+		h.violate("sub-agent runs still running a minute after Close: %v", err)
 	}
 	h.unsubscribe()
 	h.tt.Close()
@@ -120,7 +128,7 @@ type harness struct {
 	tt          *tools.TaskTools
 	bash        *bash.Producer
 	sub         *subagent.Producer
-	launcher    *launcher
+	launcher    *agentsim.Launcher
 	spillDir    string
 	unsubscribe func()
 	logs        *logRecorder
@@ -208,7 +216,7 @@ func newHarness(cfg Config) (*harness, error) {
 	h.tt = tools.NewTaskTools(h.rt)
 	h.unsubscribe = h.rt.Tasks().OnDone(h.onDone)
 	h.bash = bash.New(bash.WithGrace(300*time.Millisecond), bash.WithSpillDir(h.spillDir))
-	h.launcher = &launcher{h: h}
+	h.launcher = agentsim.NewLauncher(h.registerChild)
 	h.sub = subagent.New(h.launcher)
 	return h, nil
 }
@@ -415,13 +423,23 @@ func (h *harness) saw(id messages.TaskID, s messages.Snapshot, by string, report
 	}
 }
 
+// reported records that a call returned id's end to its caller (a kill of a
+// terminal task), which marks the task reported.
+func (h *harness) reported(id messages.TaskID, by string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r := h.rec(id); r.reportedBy == "" {
+		r.reportedBy = by
+	}
+}
+
 func (h *harness) progress(w io.Writer, began time.Time, every time.Duration, done <-chan struct{}) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	for last := false; !last; {
 		select {
 		case <-done:
-			return
+			last = true
 		case <-t.C:
 		}
 		s := h.rt.Stats()
@@ -430,18 +448,6 @@ func (h *harness) progress(w io.Writer, began time.Time, every time.Duration, do
 		h.mu.Unlock()
 		fmt.Fprintf(w, "  %4.0fs  tasks started %d, running %d, records %d, agents %d, actors %d, processes %d, violations so far %d\n",
 			time.Since(began).Seconds(), n, s.Running, s.Tasks, s.Agents, s.Actors, h.bash.Live(), v)
-	}
-}
-
-// waitGroupWithin waits for wg, up to limit; it reports whether wg finished.
-func waitGroupWithin(wg *sync.WaitGroup, limit time.Duration) bool {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(limit):
-		return false
 	}
 }
 

@@ -16,7 +16,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestShortRunKeepsEveryInvariant(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := Run(context.Background(), Config{
-		Duration: 400 * time.Millisecond, Agents: 4, Seed: 7,
+		// MinOps: however slow the machine, every agent operates enough for each kind
+		// of operation (foreign ones included) to come up.
+		Duration: 400 * time.Millisecond, Agents: 4, Seed: 7, MinOps: 50,
 		Progress: &progress, ProgressEvery: 100 * time.Millisecond,
 	})
 	require.NoError(t, err)

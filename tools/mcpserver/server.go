@@ -130,8 +130,14 @@ func New(opts ...Option) (*Server, error) {
 		closed:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	bashTool := tools.NewBashWithRunner(rt, runner{p: bash.New(bashOpts...), interval: ProgressInterval},
+	bashTool, err := tools.NewBashWithRunner(rt, runner{p: bash.New(bashOpts...), interval: ProgressInterval},
 		tools.WithWorkDir(cfg.workDir))
+	if err != nil {
+		s.cancel()
+		s.tasks.Close()
+		_ = rt.Close(context.Background())
+		return nil, fmt.Errorf("taskrt-mcp: %w", err)
+	}
 	s.tools = append([]tools.Tool{bashTool}, s.tasks.Tools()...)
 
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "taskrt background tasks", Version: version()}, &mcp.ServerOptions{

@@ -118,7 +118,10 @@ func TestHandshake(t *testing.T) {
 func TestForeground(t *testing.T) {
 	srv := newServer(t)
 	c, _ := serve(t, srv)
-	direct := tools.NewBash(srv.Runtime(), bash.New())
+	direct, err := tools.NewBash(srv.Runtime(), bash.New())
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args map[string]any
@@ -384,7 +387,10 @@ func TestSessionsIsolated(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	srv := newServer(t)
 	c, _ := serve(t, srv)
-	direct := tools.NewBash(srv.Runtime(), bash.New())
+	direct, err := tools.NewBash(srv.Runtime(), bash.New())
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, tool string
 		args       any

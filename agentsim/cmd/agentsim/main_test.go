@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,23 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// binDir holds the command built for the signal tests, if one was; TestMain
+// removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 func runArgs(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -44,9 +62,8 @@ func TestUsageAndErrors(t *testing.T) {
 		wantErr  string
 	}{
 		{"no arguments prints the usage", nil, 2, "", "Usage:"},
-		{"-h documents everything", []string{"-h"}, 0, "agentsim script [-models FILE]", ""},
-		{"help", []string{"help"}, 0, `{"op":"sleep","ms":100}`, ""},
-		{"run -h", []string{"run", "-h"}, 0, "Exit status:", ""},
+		{"-h lists both commands", []string{"-h"}, 0, "agentsim script [-models FILE]", ""},
+		{"help", []string{"help"}, 0, "Exit status:", ""},
 		{"unknown command", []string{"fly"}, 2, "", `unknown command "fly"`},
 		{"unknown flag", []string{"run", "-fast"}, 2, "", "flag provided but not defined: -fast"},
 		{"two files", []string{"run", "a.json", "b.json"}, 2, "", "want at most one scenario FILE"},
@@ -56,6 +73,9 @@ func TestUsageAndErrors(t *testing.T) {
 		{"script needs a file", []string{"script"}, 2, "", "want exactly one FILE, or - for stdin"},
 		{"missing script file", []string{"script", "/nonexistent/x.jsonl"}, 2, "", "no such file or directory"},
 		{"invalid models file", []string{"script", "-models", notJSON, "-"}, 2, "", "model m: step 1: exactly one of call, calls, answer and fail must be set"},
+		{"a cap and no cap exclude each other", []string{"script", "-owner-limit", "3", "-no-owner-limit", "-"}, 2, "", "-owner-limit and -no-owner-limit exclude each other"},
+		{"a negative grace", []string{"script", "-grace", "-1s", "-"}, 2, "", "-grace must not be negative"},
+		{"a bad flag points at the command's own help", []string{"script", "-fast", "-"}, 2, "", "run 'agentsim script -h' for the usage"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -70,6 +90,127 @@ func TestUsageAndErrors(t *testing.T) {
 				t.Errorf("stderr lacks %q:\n%s", tc.wantErr, errOut)
 			}
 		})
+	}
+}
+
+// TestCommandHelp: each command's -h prints its own help, not the general one.
+func TestCommandHelp(t *testing.T) {
+	tests := []struct {
+		args      []string
+		want, not []string
+	}{
+		{[]string{"run", "-h"}, []string{"Usage: agentsim run", "-timeout D", "Exit status:"}, []string{"Reads JSON lines", "-owner-limit"}},
+		{[]string{"script", "-h"}, []string{"Usage: agentsim script", "-no-owner-limit", "-grace D", `{"op":"sleep","ms":100}`, "Exit status:"}, []string{"Plays the built-in demo", "-timeout D"}},
+		{[]string{"-h"}, []string{"agentsim run -h", "agentsim script -h"}, []string{"Reads JSON lines", "Plays the built-in demo"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runArgs(t, "", tc.args...)
+			if code != 0 || errOut != "" {
+				t.Errorf("exit %d, stderr %q; want 0 and nothing", code, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("help lacks %q:\n%s", w, out)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out, n) {
+					t.Errorf("help has %q, which belongs to another command:\n%s", n, out)
+				}
+			}
+		})
+	}
+}
+
+// TestOwnerLimitFlags: -owner-limit 0 keeps the default cap of 10, as the options
+// rule says (zero keeps the default); -no-owner-limit removes it; a positive value
+// sets it.
+func TestOwnerLimitFlags(t *testing.T) {
+	script := func(n int) string {
+		lines := []string{`{"op":"register","agent":"a1"}`}
+		for range n {
+			lines = append(lines, `{"op":"call","agent":"a1","tool":"bash","args":{"command":"exec sleep 1000","run_in_background":true}}`)
+		}
+		return strings.Join(lines, "\n")
+	}
+	tests := []struct {
+		name    string
+		flags   []string
+		starts  int // background starts in the script
+		refused int // how many of them the cap refuses (the last ones)
+	}{
+		{"-owner-limit 0 keeps the default of 10", []string{"-owner-limit", "0"}, 11, 1},
+		{"no flag: the default of 10", nil, 11, 1},
+		{"-owner-limit 3", []string{"-owner-limit", "3"}, 4, 1},
+		{"-no-owner-limit removes the cap", []string{"-no-owner-limit"}, 12, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"script"}, tc.flags...), "-")
+			code, out, errOut := runArgs(t, script(tc.starts), args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			refused := strings.Count(out, "background task limit reached")
+			if refused != tc.refused {
+				t.Errorf("%d starts refused, want %d:\n%s", refused, tc.refused, out)
+			}
+		})
+	}
+}
+
+// TestJSONOutputIsSnakeCase: every key of the -json events and summary is
+// snake_case (map keys that are data — agent ids, statuses, model names — aside),
+// and started events carry the task's label.
+func TestJSONOutputIsSnakeCase(t *testing.T) {
+	code, out, errOut := runArgs(t, "", "run", "-json", "../../scenarios/foreground.json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	snake := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	dataMaps := map[string]bool{"turns": true, "statuses": true, "model_calls": true, "args": true}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if !snake.MatchString(k) {
+					t.Errorf("key %q at %s is not snake_case", k, path)
+				}
+				if dataMaps[k] {
+					if m, ok := e.(map[string]any); ok {
+						for dk, de := range m {
+							walk(path+"."+k+"["+dk+"]", de)
+						}
+						continue
+					}
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	started := 0
+	for i, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("line %d: %v: %s", i+1, err, line)
+		}
+		walk(fmt.Sprintf("line %d", i+1), v)
+		if v["type"] == "started" {
+			started++
+			task, _ := v["task"].(map[string]any)
+			if label, _ := task["label"].(string); label == "" {
+				t.Errorf("started event without a label: %s", line)
+			}
+		}
+	}
+	if started == 0 {
+		t.Errorf("no started event in:\n%s", out)
 	}
 }
 
@@ -133,19 +274,20 @@ func TestScriptCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	want := strings.Join([]string{
-		`{"op":"register","agent":"a1"}`,
-		`{"op":"call","text":"hello, world","data":null,"is_error":false}`,
-		`{"op":"call","text":"x","data":null,"is_error":false}`,
-		`{"op":"","error":"malformed line: invalid character 'o' looking for beginning of value"}`,
-		`{"op":"stats","live_tasks":0,"live_agents":1,"live_actors":2,"processes":0}`,
+		`{"op":"register","line":1,"agent":"a1"}`,
+		`{"op":"call","line":2,"agent":"a1","tool":"subagent","text":"hello, world","data":null,"is_error":false}`,
+		`{"op":"call","line":3,"agent":"a1","tool":"subagent","text":"x","data":null,"is_error":false}`,
+		`{"op":"","line":4,"error":"malformed line: invalid character 'o' looking for beginning of value"}`,
+		`{"op":"stats","line":5,"live_tasks":0,"live_agents":1,"live_actors":2,"processes":0}`,
 	}, "\n") + "\n"
 	if out != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
 }
 
-func TestDemoFinishesQuickly(t *testing.T) {
-	start := time.Now()
+// TestDemoPasses plays the built-in demo. Its own timeout_ms bounds it: a demo that
+// stopped being quick fails its expectations rather than a stopwatch here.
+func TestDemoPasses(t *testing.T) {
 	code, out, errOut := runArgs(t, "", "run", "-plain")
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
@@ -154,9 +296,5 @@ func TestDemoFinishesQuickly(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
-	}
-	// Not a timing assertion on the runtime; a guard that the demo stays a demo.
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("the demo took %s", d)
 	}
 }

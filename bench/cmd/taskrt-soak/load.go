@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/subagent"
@@ -24,8 +24,8 @@ import (
 
 // harness is the system under soak, wired as an agent harness wires it: a runtime,
 // the task tools as its control surface, the bash tool and the subagent tool, whose
-// children run the small behaviours of launcher. The agents drive it through the
-// tools only, as a model would.
+// children run the small behaviours of play through the shared agentsim.Launcher.
+// The agents drive it through the tools only, as a model would.
 type harness struct {
 	rt    *actors.Runtime
 	tt    *tools.TaskTools
@@ -33,7 +33,7 @@ type harness struct {
 	bash  *bash.Producer
 	procs *limiter
 
-	children sync.WaitGroup // one per child run goroutine
+	children *agentsim.Launcher // runs the sub-agents
 
 	// Counters of what the load did, for the report.
 	ops, bgBash, bgSub, fgCalls, reads, waits, kills, lists, disposals, capped atomic.Int64
@@ -50,10 +50,17 @@ func newHarness(rate, prewarm int) (*harness, error) {
 	}
 	prewarmRegistry(rt.ActorSystem(), prewarm)
 	h := &harness{rt: rt, bash: bash.New(), procs: newLimiter(rate)}
+	h.children = agentsim.NewLauncher(h.registerChild)
+	bashTool, err := tools.NewBash(rt, h.bash)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		h.procs.stop()
+		return nil, err
+	}
 	h.tt = tools.NewTaskTools(rt)
 	h.tools, err = tools.NewSet(append(h.tt.Tools(),
-		tools.NewBash(rt, h.bash),
-		tools.NewSubagent(rt, subagent.New(&launcher{h: h})))...)
+		bashTool,
+		tools.NewSubagent(rt, subagent.New(h.children)))...)
 	if err != nil {
 		h.tt.Close()
 		_ = rt.Close(context.Background())
@@ -308,27 +315,22 @@ func (a *agent) list() {
 
 // ---- the sub-agents ----
 
-// launcher runs each child agent as one of three behaviours, named by the brief's
-// model: "quick" answers after a few milliseconds, "bash" runs a background command
-// of its own and waits for it, "hang" runs until it is cancelled.
-type launcher struct{ h *harness }
-
-func (l *launcher) Launch(ctx context.Context, req subagent.Request) (subagent.Run, error) {
-	opts := []actors.AgentOption{actors.WithInjector(l.h.inject)}
+// registerChild is the soak's agentsim.RegisterFunc: each child is a registered agent
+// (a child of its parent) running one of three behaviours, named by the brief's model:
+// "quick" answers after a few milliseconds, "bash" runs a background command of its
+// own and waits for it, "hang" runs until it is cancelled.
+func (h *harness) registerChild(ctx context.Context, req subagent.Request) (agentsim.Child, error) {
+	opts := []actors.AgentOption{actors.WithInjector(h.inject)}
 	if req.Parent != "" {
 		opts = append(opts, actors.WithParent(req.Parent))
 	}
-	if err := l.h.rt.Agents().Register(ctx, req.Child, opts...); err != nil {
-		return nil, err
+	if err := h.rt.Agents().Register(ctx, req.Child, opts...); err != nil {
+		return agentsim.Child{}, err
 	}
-	runCtx, cancel := context.WithCancelCause(context.Background())
-	r := &childRun{h: l.h, id: req.Child, cancel: cancel, done: make(chan struct{})}
-	l.h.children.Go(func() {
-		r.result = l.h.play(runCtx, req)
-		cancel(nil)
-		close(r.done)
-	})
-	return r, nil
+	return agentsim.Child{
+		Run:     func(ctx context.Context) subagent.Result { return h.play(ctx, req) },
+		Dispose: func(ctx context.Context) error { return h.rt.Agents().Dispose(ctx, req.Child) },
+	}, nil
 }
 
 // play is a child's whole run.
@@ -362,32 +364,6 @@ func (h *harness) play(ctx context.Context, req subagent.Request) subagent.Resul
 		return aborted()
 	}
 	return subagent.Result{Stop: subagent.StopError, Detail: "unknown model " + req.Model}
-}
-
-// childRun is one child run, the subagent.Run the producer drives.
-type childRun struct {
-	h      *harness
-	id     messages.AgentID
-	cancel context.CancelCauseFunc
-	done   chan struct{} // closed when result is set
-	result subagent.Result
-}
-
-func (r *childRun) Cancel(reason string) { r.cancel(errors.New(reason)) }
-
-func (r *childRun) Wait() subagent.Result {
-	<-r.done
-	return r.result
-}
-
-// Dispose disposes the child agent; one its parent's disposal already took is not
-// an error.
-func (r *childRun) Dispose(ctx context.Context) error {
-	err := r.h.rt.Agents().Dispose(ctx, r.id)
-	if errors.Is(err, messages.ErrOwnerUnknown) || errors.Is(err, messages.ErrClosed) {
-		return nil
-	}
-	return err
 }
 
 // ---- protoactor's process registry ----

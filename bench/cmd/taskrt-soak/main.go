@@ -123,7 +123,11 @@ type config struct {
 	interval time.Duration
 	lifetime time.Duration // of each agent between registration and disposal
 	prewarm  int           // throwaway PIDs that warm up the process registry
-	progress io.Writer     // nil: no progress lines
+	// minSamples keeps the load going past duration until that many samples were
+	// taken, so that a short run on a loaded machine still has enough to fit
+	// (tests); 0: duration alone decides.
+	minSamples int
+	progress   io.Writer // nil: no progress lines
 	// memProfile, when set, is where a heap profile is written once the load ended
 	// and every agent disposed itself, before Close: what it holds then is retained
 	// by the runtime across disposals.
@@ -193,10 +197,15 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	}
 	rep := &report{cfg: cfg}
 
-	// 1. The load and the sampler, until the duration ends (or ctx does).
+	// 1. The load and the sampler, until the duration ends and minSamples samples
+	// were taken (or ctx ends).
 	began := time.Now()
-	loadCtx, stop := context.WithTimeout(ctx, cfg.duration)
+	loadCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	enough := make(chan struct{}) // closed once minSamples samples were taken
+	if cfg.minSamples <= 0 {
+		close(enough)
+	}
 	var agents sync.WaitGroup
 	for i := range cfg.agents {
 		a := &agent{h: h, ctx: loadCtx, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), lifetime: cfg.lifetime}
@@ -213,6 +222,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			samples = append(samples, s)
 			n := len(samples)
 			mu.Unlock()
+			if n == cfg.minSamples {
+				close(enough)
+			}
 			if cfg.progress != nil && n%10 == 0 {
 				fmt.Fprintf(cfg.progress, "  %6.0fs  ops %d  heap %.2f MiB  goroutines %d  fds %d  children %d  tasks %d  agents %d  actors %d\n",
 					s.at.Seconds(), h.ops.Load(), float64(s.heap)/(1<<20), s.goroutines, s.fds, s.children,
@@ -220,7 +232,21 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			}
 		})
 	})
-	agents.Wait() // each agent disposed its last agent
+	sampled.Go(func() { // ends the load: the duration, then enough samples
+		defer stop()
+		t := time.NewTimer(cfg.duration)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-loadCtx.Done():
+			return
+		}
+		select {
+		case <-enough:
+		case <-loadCtx.Done():
+		}
+	})
+	agents.Wait() // each agent disposed its last agent, once the load ended
 	stop()
 	sampled.Wait()
 	operated := time.Since(began)
@@ -239,7 +265,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		rep.problems = append(rep.problems, fmt.Sprintf("close: %v", err))
 	}
 	h.tt.Close()
-	h.children.Wait()
+	if err := h.children.Close(closeCtx, "runtime closed"); err != nil {
+		rep.problems = append(rep.problems, fmt.Sprintf("sub-agent runs: %v", err))
+	}
 	h.procs.stop()
 
 	// 3. Nothing may be left.
