@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/taskrt/taskrt/messages"
@@ -28,6 +29,10 @@ type Agent struct {
 	Model    Model
 	Tools    Caller
 	MaxSteps int // per turn; <= 0 means DefaultMaxSteps
+	// Progress, when set, receives one line per step of the turn — the model's
+	// commentary ("says: …"), each tool call ("→ bash {…}") and result ("← bash …") —
+	// for a sub-agent's parent to see where it is (subagent.Request.Progress).
+	Progress io.Writer
 }
 
 // Turn runs one turn: it appends prompt as a user entry, then asks the model for
@@ -70,25 +75,30 @@ func (a *Agent) Turn(ctx context.Context, prompt string) subagent.Result {
 		}
 		if st.Text != "" {
 			a.Session.Append(Entry{Kind: EntryAssistant, Text: st.Text})
+			a.report("says: " + st.Text)
 			partial = st.Text
 		}
 		for _, c := range st.Calls {
 			a.Session.Append(Entry{Kind: EntryToolCall, Tool: c.Tool, Args: c.Args})
+			a.report("→ " + c.Tool + " " + string(c.Args))
 		}
 		for i, r := range a.execute(ctx, st.Calls) {
 			a.Session.Append(Entry{Kind: EntryToolResult, Tool: st.Calls[i].Tool, Text: r.Text, Data: r.Data, IsError: r.IsError})
+			a.report("← " + st.Calls[i].Tool + " " + r.Text)
 		}
 	}
 }
 
+// report writes one progress line (on one line, cut to tools.MaxLabel runes).
+func (a *Agent) report(line string) {
+	if a.Progress != nil {
+		_, _ = io.WriteString(a.Progress, tools.Label(line)+"\n")
+	}
+}
+
 // nextStep asks the model, turning a panic into an error.
-func (a *Agent) nextStep(ctx context.Context) (st Step, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("model panicked: %v", p)
-		}
-	}()
-	return a.Model.Next(ctx, a.Session)
+func (a *Agent) nextStep(ctx context.Context) (Step, error) {
+	return messages.ContainValue("model", func() (Step, error) { return a.Model.Next(ctx, a.Session) })
 }
 
 // execute runs the calls concurrently and returns their results in call order.

@@ -176,7 +176,10 @@ func New(opts ...Option) (*Sim, error) {
 		_ = rt.Close(context.Background())
 		return nil, err
 	}
-	s.taskTools = tools.NewTaskTools(rt, cfg.taskOpts...)
+	// task_input waits up to ten seconds for a task's first reply (the tools' default
+	// is one): a reply comes as soon as it is printed, so this costs nothing, and it
+	// keeps a scenario's expectations from racing a loaded machine.
+	s.taskTools = tools.NewTaskTools(rt, append([]tools.TaskOption{tools.WithInputWait(10 * time.Second)}, cfg.taskOpts...)...)
 	all := append(s.taskTools.Tools(), bashTool, tools.NewSubagent(rt, subagent.New(s)))
 	if s.set, err = tools.NewSet(all...); err != nil {
 		s.taskTools.Close()
@@ -561,7 +564,7 @@ func (s *Sim) registerChild(ctx context.Context, req subagent.Request) (Child, e
 	if err != nil {
 		return Child{}, err
 	}
-	agent := &Agent{ID: req.Child, Session: sess, Model: model, Tools: s, MaxSteps: s.cfg.maxSteps}
+	agent := &Agent{ID: req.Child, Session: sess, Model: model, Tools: s, MaxSteps: s.cfg.maxSteps, Progress: req.Progress}
 	return Child{
 		Run:     func(ctx context.Context) subagent.Result { return agent.Turn(ctx, req.Prompt) },
 		Dispose: func(ctx context.Context) error { return s.Dispose(ctx, req.Child) },
