@@ -280,6 +280,9 @@ func (r *Renderer) Summary(rep *Report) {
 	sort.Strings(calls)
 	fmt.Fprintf(w, "model calls  %s\n", strings.Join(calls, ", "))
 	fmt.Fprintf(w, "elapsed      %.2fs\n", rep.Elapsed)
+	if rep.Containment != "" {
+		fmt.Fprintf(w, "containment  %s\n", rep.Containment)
+	}
 	if rep.OK() {
 		fmt.Fprintln(w, "result       PASS: every expectation met")
 		return

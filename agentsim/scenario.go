@@ -214,6 +214,8 @@ type Report struct {
 	// Quiescence is the live state after the Sim closed: all zero when nothing
 	// outlived its owner.
 	Quiescence Stats `json:"quiescence"`
+	// Containment is how the bash producer contained the commands (cgroup or sweep).
+	Containment string `json:"containment"`
 	// Transcripts: every session, top-level agents and sub-agents.
 	Transcripts map[messages.AgentID][]Entry `json:"-"`
 	// Failures lists every unmet expectation; empty means the scenario passed.
@@ -313,6 +315,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	rep.Notices = sim.Notices()
 	rep.ModelCalls = sim.ModelCalls()
 	rep.Quiescence = sim.Stats()
+	rep.Containment = sim.Containment()
 	rep.Transcripts = sim.transcripts()
 	rep.Failures = append(append(append([]string{}, problems...), sim.Failures()...), sc.Expect.check(rep)...)
 	return rep, nil

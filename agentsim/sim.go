@@ -205,6 +205,16 @@ func (s *Sim) Notices() tools.NoticeStats { return s.taskTools.Notices() }
 // Processes counts the live processes of the Sim's bash tasks.
 func (s *Sim) Processes() int { return s.bash.Live() }
 
+// Containment says how the Sim's bash producer contains commands: "cgroup" or
+// "sweep", with the reason when it could not use cgroups.
+func (s *Sim) Containment() string {
+	c := s.bash.Containment().String()
+	if d := s.bash.ContainmentDetail(); d != "" {
+		c += " (" + d + ")"
+	}
+	return c
+}
+
 // Call executes a tool call as caller ("" = the no-agent caller). Results carrying a
 // background handle are reported to the observer as task starts, with the task's
 // kind and label.
