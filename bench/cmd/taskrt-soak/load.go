@@ -35,6 +35,8 @@ type harness struct {
 
 	children *agentsim.Launcher // runs the sub-agents
 
+	retention, tombstones int // the runtime's bounds, per owner
+
 	// Counters of what the load did, for the report.
 	ops, bgBash, bgSub, fgCalls, reads, waits, kills, lists, disposals, capped atomic.Int64
 	completed, killed, failed, notices                                         atomic.Int64
@@ -43,13 +45,20 @@ type harness struct {
 	violations []string
 }
 
-func newHarness(rate, prewarm int) (*harness, error) {
-	rt, err := actors.NewRuntime()
+func newHarness(rate, prewarm, retention, tombstones int) (*harness, error) {
+	// Zero keeps the runtime's defaults.
+	rt, err := actors.NewRuntime(actors.WithRetention(retention), actors.WithTombstones(tombstones))
 	if err != nil {
 		return nil, err
 	}
 	prewarmRegistry(rt.ActorSystem(), prewarm)
-	h := &harness{rt: rt, bash: bash.New(), procs: newLimiter(rate)}
+	if retention == 0 {
+		retention = actors.DefaultRetention
+	}
+	if tombstones == 0 {
+		tombstones = actors.DefaultTombstones
+	}
+	h := &harness{rt: rt, bash: bash.New(), procs: newLimiter(rate), retention: retention, tombstones: tombstones}
 	h.children = agentsim.NewLauncher(h.registerChild)
 	bashTool, err := tools.NewBash(rt, h.bash)
 	if err != nil {
@@ -220,6 +229,52 @@ func (a *agent) run(slot, slots int) {
 			a.h.violate("dispose %s: %v", a.id, err)
 		}
 		a.h.disposals.Add(1)
+	}
+}
+
+// live is a long-lived agent: registered once, it starts short tasks (quick and slow
+// commands, quick sub-agents), reads, waits and lists until the load ends, and is
+// disposed only then. Its settled tasks are what retention bounds.
+func (a *agent) live(slot int) {
+	a.id = messages.AgentID(fmt.Sprintf("long-lived-%d", slot))
+	if err := a.h.rt.Agents().Register(a.ctx, a.id, actors.WithInjector(a.h.inject)); err != nil {
+		if a.ctx.Err() == nil {
+			a.h.violate("register %s: %v", a.id, err)
+		}
+		return
+	}
+	defer func() {
+		if err := a.h.rt.Agents().Dispose(context.Background(), a.id); err != nil {
+			a.h.violate("dispose %s: %v", a.id, err)
+		}
+	}()
+	var short []op // the short-lived work of ops, and the reads
+	for _, o := range ops {
+		switch o.name {
+		case "bash quick", "bash slow", "subagent quick", "read", "wait", "list":
+			short = append(short, o)
+		}
+	}
+	total := 0
+	for _, o := range short {
+		total += o.weight
+	}
+	for a.ctx.Err() == nil {
+		pick := a.rng.IntN(total)
+		for _, o := range short {
+			if pick < o.weight {
+				o.do(a)
+				break
+			}
+			pick -= o.weight
+		}
+		a.h.ops.Add(1)
+		// It reads its recent tasks: evicted ones answer from their tombstones, but
+		// past -retention + -tombstones settled tasks an id is forgotten (not found).
+		if keep := a.h.retention + a.h.tombstones; len(a.tasks) > keep {
+			a.tasks = append(a.tasks[:0], a.tasks[len(a.tasks)-keep/2:]...)
+		}
+		a.pause(time.Duration(5+a.rng.IntN(25)) * time.Millisecond)
 	}
 }
 

@@ -25,6 +25,7 @@
 //	runtime running   2/min   (tasks not yet terminal)
 //	runtime agents    1/min
 //	runtime actors   10/min
+//	runtime tombstones 10/min (evicted tasks still answered; bounded per owner)
 //
 // The tolerances follow from the noise of the fit. Over the 96 s fitted in a default
 // run, the slope of a healthy run scatters with a standard error (corrected for the
@@ -37,6 +38,16 @@
 // or record lost per disposal, or per 100 tasks, grows by 12 or more a minute.
 // Longer runs (-duration) shrink the noise, and the same tolerances then catch
 // slower leaks.
+//
+// Besides the agents that come and go, -long-lived agents (one by default) are
+// registered once and never disposed while the load runs: owners that live for days,
+// whose records only retention bounds. Their settled tasks pile up to the retention
+// bound and are then evicted to tombstones, which pile up to their own bound and are
+// then forgotten; so their heap, records and tombstones must level off like the rest.
+// The soak runs the runtime with small bounds (-retention 10, -tombstones 20) so
+// that the plateau comes within the warm-up (a long-lived agent settles about three
+// tasks a second); the default bounds (100 and 10,000) level off the same way after
+// 10,100 tasks of one owner.
 //
 // The actor system's process registry is warmed up before the load (see
 // prewarmRegistry): it grows by about 8 MiB over the first minutes of any load and
@@ -51,7 +62,8 @@
 // Usage:
 //
 //	taskrt-soak [-duration 2m] [-agents 6] [-seed N] [-warmup 0.2] [-rate 20] [-interval 1s]
-//	            [-lifetime 5s] [-samples FILE.csv] [-memprofile FILE]
+//	            [-lifetime 5s] [-long-lived 1] [-retention 10] [-tombstones 20]
+//	            [-samples FILE.csv] [-memprofile FILE]
 package main
 
 import (
@@ -81,6 +93,9 @@ func main() {
 	flag.IntVar(&cfg.rate, "rate", 20, "most OS processes the load creates per second")
 	flag.DurationVar(&cfg.interval, "interval", time.Second, "time between samples")
 	flag.DurationVar(&cfg.lifetime, "lifetime", 5*time.Second, "how long each agent operates before it is disposed and registered again")
+	flag.IntVar(&cfg.longLived, "long-lived", 1, "agents that are never disposed while the load runs")
+	flag.IntVar(&cfg.retention, "retention", 10, "settled tasks per owner that keep their record (the runtime's WithRetention; 0: its default, 100)")
+	flag.IntVar(&cfg.tombstones, "tombstones", 20, "tombstones per owner (the runtime's WithTombstones; 0: its default, 10,000)")
 	csvPath := flag.String("samples", "", "also write every sample to this CSV file")
 	flag.StringVar(&cfg.memProfile, "memprofile", "", "write a heap profile to this file when the load ends, before the runtime is closed")
 	flag.Parse()
@@ -123,6 +138,11 @@ type config struct {
 	interval time.Duration
 	lifetime time.Duration // of each agent between registration and disposal
 	prewarm  int           // throwaway PIDs that warm up the process registry
+	// longLived agents are registered once and never disposed before the load ends:
+	// the owners that live for days, whose records only retention bounds.
+	longLived  int
+	retention  int // the runtime's WithRetention
+	tombstones int // the runtime's WithTombstones
 	// minSamples keeps the load going past duration until that many samples were
 	// taken, so that a short run on a loaded machine still has enough to fit
 	// (tests); 0: duration alone decides.
@@ -140,6 +160,8 @@ func (c config) check() error {
 		return fmt.Errorf("-duration, -interval and -lifetime must be positive")
 	case c.agents < 1 || c.rate < 1:
 		return fmt.Errorf("-agents and -rate must be at least 1")
+	case c.longLived < 0 || c.retention < 0 || c.tombstones < 0:
+		return fmt.Errorf("-long-lived, -retention and -tombstones must not be negative")
 	case c.warmup < 0 || c.warmup >= 1:
 		return fmt.Errorf("-warmup must be in [0, 1)")
 	case c.interval < readingsPerSample*time.Millisecond:
@@ -162,6 +184,7 @@ var resources = []resource{
 	{"runtime running", 1, "", 2, func(s sample) float64 { return float64(s.stats.Running) }},
 	{"runtime agents", 1, "", 1, func(s sample) float64 { return float64(s.stats.Agents) }},
 	{"runtime actors", 1, "", 10, func(s sample) float64 { return float64(s.stats.Actors) }},
+	{"runtime tombstones", 1, "", 10, func(s sample) float64 { return float64(s.stats.Tombstones) }},
 }
 
 // report is the outcome of a soak run.
@@ -191,7 +214,7 @@ func (r *report) ok() bool {
 // everything else is in the report.
 func run(ctx context.Context, cfg config) (*report, error) {
 	baseGoroutines, baseFDs := runtime.NumGoroutine(), openFDs()
-	h, err := newHarness(cfg.rate, cfg.prewarm)
+	h, err := newHarness(cfg.rate, cfg.prewarm, cfg.retention, cfg.tombstones)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +233,10 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	for i := range cfg.agents {
 		a := &agent{h: h, ctx: loadCtx, rng: rand.New(rand.NewPCG(cfg.seed, uint64(i))), lifetime: cfg.lifetime}
 		agents.Go(func() { a.run(i, cfg.agents) })
+	}
+	for i := range cfg.longLived {
+		a := &agent{h: h, ctx: loadCtx, rng: rand.New(rand.NewPCG(cfg.seed, uint64(cfg.agents+i)))}
+		agents.Go(func() { a.live(i) })
 	}
 	var (
 		mu      sync.Mutex // protects samples

@@ -76,11 +76,13 @@ func read(rt *actors.Runtime) sample {
 
 func minStats(a, b actors.Stats) actors.Stats {
 	return actors.Stats{
-		Tasks:     min(a.Tasks, b.Tasks),
-		Running:   min(a.Running, b.Running),
-		Agents:    min(a.Agents, b.Agents),
-		Actors:    min(a.Actors, b.Actors),
-		Abandoned: max(a.Abandoned, b.Abandoned), // a count that only grows: the latest
+		Tasks:      min(a.Tasks, b.Tasks),
+		Running:    min(a.Running, b.Running),
+		Retained:   min(a.Retained, b.Retained),
+		Tombstones: min(a.Tombstones, b.Tombstones),
+		Agents:     min(a.Agents, b.Agents),
+		Actors:     min(a.Actors, b.Actors),
+		Abandoned:  max(a.Abandoned, b.Abandoned), // a count that only grows: the latest
 	}
 }
 
