@@ -1,14 +1,12 @@
 package tools_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
+	fakepkg "github.com/taskrt/taskrt/producers/fake"
 	"github.com/taskrt/taskrt/tools"
 )
 
@@ -155,69 +154,20 @@ func next(t *testing.T, ch <-chan string) string {
 	}
 }
 
-// fake is an in-memory producer driven by the test through channels: it streams what
-// the test emits, settles with the outcome the test sends (or, when cancelled, as
-// killed by SIGTERM), and can be told to fail its Cancel.
-type fake struct {
-	done    chan messages.Outcome
-	stream  bool
-	runs    int
-	mu      sync.Mutex // protects buf, cancelE and hold
-	buf     bytes.Buffer
-	cancelE error
-	hold    bool // Cancel succeeds without settling
-	once    sync.Once
-}
+// fake is the shared fake producer (producers/fake) under the names these tests
+// use: it streams what the test emits, settles with the outcome the test gives (or,
+// when cancelled, as killed by SIGTERM), and can be told to fail or hold its Cancel.
+type fake struct{ *fakepkg.Task }
 
-func newFake(stream bool) *fake {
-	return &fake{done: make(chan messages.Outcome, 1), stream: stream}
-}
+func newFake(stream bool) *fake { return &fake{fakepkg.New(stream)} }
 
-func (f *fake) emit(s string) {
-	f.mu.Lock()
-	f.buf.WriteString(s)
-	f.mu.Unlock()
-}
-
-func (f *fake) finish(o messages.Outcome) { f.once.Do(func() { f.done <- o }) }
-
-func (f *fake) failCancel(err error) {
-	f.mu.Lock()
-	f.cancelE = err
-	f.mu.Unlock()
-}
-
-// holdCancel makes Cancel succeed without settling, so the task stays stopping.
-func (f *fake) holdCancel() {
-	f.mu.Lock()
-	f.hold = true
-	f.mu.Unlock()
-}
-
+func (f *fake) emit(s string)             { f.Emit(s) }
+func (f *fake) finish(o messages.Outcome) { f.Finish(o) }
+func (f *fake) failCancel(err error)      { f.FailCancel(err) }
+func (f *fake) holdCancel()               { f.HoldCancel() } // Cancel succeeds without settling
+func (f *fake) runs() int                 { return f.Runs() }
 func (f *fake) spec(kind, label string, owner messages.AgentID) messages.Spec {
-	return messages.Spec{Kind: kind, Label: label, Owner: owner, Run: func() (messages.Hooks, error) {
-		f.runs++
-		h := messages.Hooks{Done: f.done, Cancel: func(reason string) error {
-			f.mu.Lock()
-			err, hold := f.cancelE, f.hold
-			f.mu.Unlock()
-			if err != nil || hold {
-				return err
-			}
-			f.finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
-			return nil
-		}}
-		if f.stream {
-			h.ReadOutput = func() string {
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				s := f.buf.String()
-				f.buf.Reset()
-				return s
-			}
-		}
-		return h, nil
-	}}
+	return f.Spec(kind, label, owner)
 }
 
 // lines joins strings with newlines, for readable wants.

@@ -287,8 +287,8 @@ func TestSurfaceFence(t *testing.T) {
 		if err == nil || err.Error() != want || !errors.Is(err, messages.ErrNoSurface) {
 			t.Errorf("Start error = %v, want %q", err, want)
 		}
-		if f.runs != 0 {
-			t.Errorf("Run was called %d times, want 0", f.runs)
+		if f.runs() != 0 {
+			t.Errorf("Run was called %d times, want 0", f.runs())
 		}
 	})
 	t.Run("task tools attached: Start works; closed: it fails again", func(t *testing.T) {

@@ -240,7 +240,7 @@ func (t *Task) cancel(reason string) error {
 	case err != nil:
 		return err
 	case !hold:
-		t.Finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM", Output: "partial"})
+		t.Finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
 	}
 	return nil
 }
