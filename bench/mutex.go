@@ -424,29 +424,14 @@ func (r *MutexRegistry) Live() int {
 	return n
 }
 
-func runContained(run func() (messages.Hooks, error)) (h messages.Hooks, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("run panicked: %v", p)
-		}
-	}()
-	return run()
+func runContained(run func() (messages.Hooks, error)) (messages.Hooks, error) {
+	return messages.ContainValue("run", run)
 }
 
-func cancelContained(cancel func(string) error, reason string) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("cancel panicked: %v", p)
-		}
-	}()
-	return cancel(reason)
+func cancelContained(cancel func(string) error, reason string) error {
+	return messages.Contain("cancel", func() error { return cancel(reason) })
 }
 
-func readContained(read func() string) (out string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("producer panicked: %v", p)
-		}
-	}()
-	return read(), nil
+func readContained(read func() string) (string, error) {
+	return messages.ContainValue("producer", func() (string, error) { return read(), nil })
 }

@@ -240,12 +240,11 @@ func (b *BashTool) Schema() map[string]any { return b.args.schema() }
 // Call runs the command: in the foreground, returning its output and a status line
 // when it ends or its timeout kills it; or, with run_in_background, as a background
 // task of caller, returning a Handle in Data.
-func (b *BashTool) Call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) (res Result) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = Result{Text: fmt.Sprintf("bash failed: internal error: %s", oneLine(fmt.Sprint(p))), IsError: true}
-		}
-	}()
+func (b *BashTool) Call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
+	return contained(BashName, func() Result { return b.call(ctx, caller, raw) })
+}
+
+func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
 	var a BashArgs
 	var given map[string]bool
 	var err error

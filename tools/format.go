@@ -163,6 +163,18 @@ func joinLines(parts ...string) string {
 // errResult is a tool error with a one-line reason.
 func errResult(err error) Result { return Result{Text: oneLine(err.Error()), IsError: true} }
 
+// contained runs a tool's call through messages.Contain: a panic in it (a bug) becomes
+// the tool error "<name> failed: internal error: <value>", never a crash of the
+// embedder's agent loop.
+func contained(name string, call func() Result) Result {
+	res, err := messages.ContainValue(name, func() (Result, error) { return call(), nil })
+	var p *messages.PanicError
+	if errors.As(err, &p) {
+		return Result{Text: fmt.Sprintf("%s failed: internal error: %s", name, oneLine(fmt.Sprint(p.Value))), IsError: true}
+	}
+	return res
+}
+
 // startErrResult is the tool error of a background start that failed. The runtime's
 // errors state facts; this is where they get the advice a model needs to get on:
 //

@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/taskrt/taskrt/actors"
@@ -107,12 +106,11 @@ func (t *SubagentTool) Schema() map[string]any {
 // Handle{Kind: "background", TaskID: "subagent-N"} as Data plus readable text; a
 // start that fails (no control surface, the owner's cap, an unknown model, a caller
 // whose context is already done) is a tool error and creates no task.
-func (t *SubagentTool) Call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) (res Result) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = Result{Text: fmt.Sprintf("%s failed: internal error: %s", SubagentName, oneLine(fmt.Sprint(p))), IsError: true}
-		}
-	}()
+func (t *SubagentTool) Call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
+	return contained(SubagentName, func() Result { return t.call(ctx, caller, raw) })
+}
+
+func (t *SubagentTool) call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
 	var a SubagentArgs
 	if t.cfg.background {
 		if _, err := subagentSpec.decode(raw, &a); err != nil {

@@ -362,13 +362,8 @@ func (s *simpleTool) Schema() map[string]any { return s.args.schema() }
 
 // Call runs the tool; a panic in it (a bug) becomes a tool error, never a crash of
 // the embedder's agent loop.
-func (s *simpleTool) Call(ctx context.Context, caller messages.AgentID, args json.RawMessage) (res Result) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = Result{Text: fmt.Sprintf("%s failed: internal error: %s", s.name, oneLine(fmt.Sprint(p))), IsError: true}
-		}
-	}()
-	return s.call(ctx, caller, args)
+func (s *simpleTool) Call(ctx context.Context, caller messages.AgentID, args json.RawMessage) Result {
+	return contained(s.name, func() Result { return s.call(ctx, caller, args) })
 }
 
 var _ Tool = (*simpleTool)(nil)
