@@ -58,7 +58,7 @@ func TestToolList(t *testing.T) {
 		if !slices.Equal(names, want) {
 			t.Errorf("tools = %v, want %v", names, want)
 		}
-		for _, name := range []string{"bash", "task_output", "task_list", "task_kill"} {
+		for _, name := range []string{"bash", "task_output", "task_list", "task_kill", "task_wait", "task_input"} {
 			if !slices.Contains(names, name) {
 				t.Errorf("%s is missing", name)
 			}
@@ -206,6 +206,38 @@ func TestForegroundProgress(t *testing.T) {
 			t.Errorf("got %q, want %q", got, want)
 		}
 	})
+}
+
+// A client drives a command's stdin over MCP: bash with stdin "pipe", task_input
+// writes a line, and the answer is read with task_output until it appears; eof ends
+// the command.
+func TestStdinOverMCP(t *testing.T) {
+	srv := newServer(t)
+	c, _ := serve(t, srv)
+	res := c.call(t, "bash", map[string]any{"command": `while read -r l; do echo "got $l"; done`, "run_in_background": true, "stdin": "pipe"})
+	if res.IsError {
+		t.Fatalf("start: %q", texts(t, res))
+	}
+	r := c.call(t, "task_input", map[string]any{"task_id": "bash-1", "text": "hello\n"})
+	if r.IsError {
+		t.Fatalf("task_input: %q", texts(t, r))
+	}
+	// task_input returns the reply printed within its quiet window; on a slow machine
+	// the reply may come later, and task_output then waits for it.
+	if reply := texts(t, r)[0]; !strings.HasPrefix(reply, "got hello\n") {
+		r = c.call(t, "task_output", map[string]any{"task_id": "bash-1", "wait": true, "until": "got hello", "timeout_ms": 60000})
+		if got := texts(t, r)[0]; !strings.Contains(got, "[matched: got hello]") {
+			t.Fatalf("task_input = %q, then task_output until = %q, want the reply", reply, got)
+		}
+	}
+	r = c.call(t, "task_input", map[string]any{"task_id": "bash-1", "text": "", "eof": true})
+	if r.IsError {
+		t.Fatalf("eof: %q", texts(t, r))
+	}
+	r = c.call(t, "task_output", map[string]any{"task_id": "bash-1", "wait": true, "timeout_ms": 60000})
+	if got, want := texts(t, r)[0], "[status: completed, exit code: 0]"; !strings.HasSuffix(got, want) {
+		t.Errorf("after eof = %q, want it to end with %q", got, want)
+	}
 }
 
 func TestBackground(t *testing.T) {
