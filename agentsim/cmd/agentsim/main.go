@@ -19,7 +19,7 @@ import (
 const usage = `agentsim plays simulated agent sessions on the taskrt background-task runtime.
 
 Usage:
-  agentsim run [-json] [-plain] [-timeout D] [FILE]
+  agentsim run [-json] [-plain] [-metrics] [-timeout D] [FILE]
   agentsim script [-models FILE] [-default-model NAME] [-owner-limit N | -no-owner-limit] [-grace D] FILE|-
   agentsim help
 
@@ -31,7 +31,7 @@ optional "model" argument names a scripted model: one defined by the scenario (o
 -models), or a built-in one: echo, bash, error, max-tokens, refusal, hang.
 ` + exitStatus
 
-const runUsage = `Usage: agentsim run [-json] [-plain] [-timeout D] [FILE]
+const runUsage = `Usage: agentsim run [-json] [-plain] [-metrics] [-timeout D] [FILE]
 
 Plays the built-in demo, or the scenario in FILE (JSON). The transcript of every
 agent and sub-agent is printed as it happens, then a summary: tasks by final
@@ -41,6 +41,8 @@ the running tasks; otherwise plain lines are written.
 
   -json        one JSON object per event, then {"type":"summary",...}
   -plain       plain lines even on a terminal (no status line)
+  -metrics     after the summary, the runtime's OpenTelemetry metrics (taskrt.*)
+               as the SDK's manual reader collects them once the play is over
   -timeout D   abort the play after D (e.g. 10s); default: the scenario's timeout_ms
 ` + exitStatus
 
@@ -156,6 +158,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	jsonOut := fs.Bool("json", false, "machine output")
 	plain := fs.Bool("plain", false, "no status line")
 	timeout := fs.Duration("timeout", 0, "abort the play after this long")
+	withMetrics := fs.Bool("metrics", false, "print the runtime's metrics after the summary")
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -187,13 +190,26 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	r := agentsim.NewRenderer(stdout, mode)
 	r.Header(sc)
-	rep, err := agentsim.Play(ctx, sc, agentsim.WithObserver(r.Observe))
+	playOpts := []agentsim.Option{agentsim.WithObserver(r.Observe)}
+	var metrics *metricsReader
+	if *withMetrics {
+		metrics = newMetricsReader()
+		defer metrics.provider.Shutdown(context.WithoutCancel(ctx))
+		playOpts = append(playOpts, agentsim.WithRuntimeOptions(actors.WithMeterProvider(metrics.provider)))
+	}
+	rep, err := agentsim.Play(ctx, sc, playOpts...)
 	r.Close()
 	if err != nil {
 		fmt.Fprintf(stderr, "agentsim run: %v\n", err)
 		return 1
 	}
 	r.Summary(rep)
+	if metrics != nil {
+		if err := metrics.write(context.WithoutCancel(ctx), stdout, *jsonOut); err != nil {
+			fmt.Fprintf(stderr, "agentsim run: metrics: %v\n", err)
+			return 1
+		}
+	}
 	if ctx.Err() != nil {
 		fmt.Fprintf(stderr, "agentsim run: %v\n", context.Cause(ctx))
 		return 1

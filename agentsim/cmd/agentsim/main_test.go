@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -296,5 +297,68 @@ func TestDemoPasses(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
+	}
+}
+
+// TestRunMetrics plays the demo with -metrics -json: the metrics object after the
+// summary counts exactly the tasks and notices the summary lists — started by kind,
+// settled and timed by kind and status, one stop duration per killed task, notices
+// delivered and suppressed.
+func TestRunMetrics(t *testing.T) {
+	code, out, errOut := runArgs(t, "", "run", "-json", "-metrics")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("output:\n%s", out)
+	}
+	var sum struct {
+		Type  string `json:"type"`
+		Tasks []struct {
+			Kind   string `json:"kind"`
+			Status string `json:"status"`
+		} `json:"tasks"`
+		Notices struct{ Delivered, Suppressed int } `json:"notices"`
+	}
+	var met struct {
+		Type    string `json:"type"`
+		Metrics []struct {
+			Name       string            `json:"name"`
+			Attributes map[string]string `json:"attributes"`
+			Value      *int64            `json:"value"`
+			Count      *uint64           `json:"count"`
+		} `json:"metrics"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-2]), &sum); err != nil || sum.Type != "summary" {
+		t.Fatalf("summary line: %v: %s", err, lines[len(lines)-2])
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &met); err != nil || met.Type != "metrics" {
+		t.Fatalf("metrics line: %v: %s", err, lines[len(lines)-1])
+	}
+	want := map[string]int64{
+		"taskrt.notices{result=delivered}":  int64(sum.Notices.Delivered),
+		"taskrt.notices{result=suppressed}": int64(sum.Notices.Suppressed),
+	}
+	for _, task := range sum.Tasks {
+		want["taskrt.tasks.started{kind="+task.Kind+"}"]++
+		want["taskrt.tasks.settled{kind="+task.Kind+",status="+task.Status+"}"]++
+		want["taskrt.task.duration{kind="+task.Kind+",status="+task.Status+"}:count"]++
+		if task.Status == "killed" {
+			want["taskrt.task.stop_duration{kind="+task.Kind+"}:count"]++
+		}
+	}
+	got := map[string]int64{}
+	for _, m := range met.Metrics {
+		key := m.Name + attrText(m.Attributes)
+		switch {
+		case m.Value != nil:
+			got[key] = *m.Value
+		case m.Count != nil:
+			got[key+":count"] = int64(*m.Count)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("metrics\n got: %v\nwant: %v", got, want)
 	}
 }
