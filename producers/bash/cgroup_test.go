@@ -169,7 +169,7 @@ func TestMemoryLimitStopsAHogAndNamesTheLimit(t *testing.T) {
 			wantDetail: `^memory limit 32 MiB exceeded \((oom kill|\d+ oom kills)\)$`, // the subshell of $(…) may be killed first
 		},
 		{
-			name:       "a child grows past the limit",
+			name: "a child grows past the limit",
 			// The pipeline volunteers as the OOM killer's victim (oom_score_adj 1000,
 			// which any process may raise for itself): without it, the kernel may pick
 			// the shell for a second OOM kill while tail's memory is being reclaimed,
