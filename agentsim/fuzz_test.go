@@ -169,10 +169,15 @@ func slowScript(script []byte) bool {
 		if !ok {
 			continue
 		}
+		// Only what would really block: out-of-range values are rejected at once.
+		inRange := func(ms *int64, least int64) bool {
+			return ms != nil && *ms >= least && *ms <= MaxScriptDuration.Milliseconds()
+		}
 		switch {
-		case l.Op == "sleep" && l.MS != nil && *l.MS > fuzzMaxWait:
+		case l.Op == "sleep" && inRange(l.MS, 0) && *l.MS > fuzzMaxWait:
 			return true
-		case l.Op == "notices" && l.Wait != nil && *l.Wait > 0 && (l.TimeoutMS == nil || *l.TimeoutMS > fuzzMaxWait):
+		case l.Op == "notices" && l.Wait != nil && *l.Wait > 0 && *l.Wait <= maxNoticeWait &&
+			(l.TimeoutMS == nil || inRange(l.TimeoutMS, 1) && *l.TimeoutMS > fuzzMaxWait):
 			return true
 		}
 	}

@@ -206,11 +206,13 @@ func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
 	if res := a.Turn(ctx, "start"); res.Stop != "completed" {
 		t.Fatalf("turn = %+v", res)
 	}
-	// The turn ends once the deepest sub-agent's bash call returned (level3 opens the
-	// gate the lead awaits only after it), so the runtime holds all five tasks and
-	// three agents now. The processes are another matter: each shell has started, but
-	// it is still exec'ing its command, and a /proc scan in the middle of an exec can
-	// miss it. Wait until the scan sees all three.
+	// The lead's turn ends only after two gates: level3 opens one once its bash call
+	// returned, and level2 the other once its subagent call returned. (The level-3
+	// child runs from inside that call's Launch, before the runtime records
+	// subagent-2: its own gate alone did not order that start.) So the runtime
+	// holds all five tasks and three agents now. The processes are another matter:
+	// each shell has started, but it may still be exec'ing its command, and a /proc
+	// scan in the middle of an exec can miss it: wait until the scan sees all three.
 	if got := sim.Runtime().Stats(); got.Running != 5 || got.Agents != 3 {
 		t.Fatalf("before Dispose: %+v, want 5 running tasks and 3 agents", got)
 	}

@@ -105,6 +105,8 @@ func TestTaskOutput(t *testing.T) {
 				f := newFake(true)
 				id := e.start(t, f, "bash", "true", "")
 				f.finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+				// Settled before the call: a 5 ms wait must not be what the settlement races.
+				e.settled(t, id, "")
 				got := e.call("", "task_output", fmt.Sprintf(`{"task_id":%q,"wait":true,"timeout_ms":%d}`, id, tc.ms))
 				if want := (tools.Result{Text: lines(tc.want, "[status: completed, exit code: 0]")}); got != want {
 					t.Errorf("got %+v, want %+v", got, want)
