@@ -335,7 +335,9 @@ func TestStdioSession(t *testing.T) {
 	})
 	if *transcript != "" {
 		// The client's log: what it wrote went to the server, what it read came back.
-		text := strings.NewReplacer("\nwrite: ", "\n→ ", "\nread: ", "\n← ").Replace("\n" + rec.String())
+		// The client closed the server's stdin; the server's stdout then ends.
+		text := strings.NewReplacer("\nwrite: ", "\n→ ", "\nread: ", "\n← ",
+			"\nread error: EOF", "\n← EOF (stdin closed; the server exited 0)").Replace("\n" + rec.String())
 		if err := os.WriteFile(*transcript, []byte(strings.TrimPrefix(text, "\n")), 0o644); err != nil {
 			t.Error(err)
 		}
