@@ -3,6 +3,9 @@
 package bash
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -87,4 +90,41 @@ func TestWithoutGraceKillsATermIgnoringCommand(t *testing.T) {
 		assert.Equal(t, messages.Outcome{Status: messages.Killed, Detail: "signal: SIGKILL"}, h.awaitDone(t, settleLimit))
 		requireQuiet(t, p)
 	})
+}
+
+func init() {
+	// subreaper: a fresh process that calls New with or without WithoutSubreaper
+	// (SUBREAPER_OPT=without) and prints whether it is now a child subreaper, before
+	// any Start.
+	testHelpers["subreaper"] = func() {
+		opts := []Option{WithContainment(SweepContainment)}
+		if os.Getenv("SUBREAPER_OPT") == "without" {
+			opts = append(opts, WithoutSubreaper())
+		}
+		before := receivesOrphans()
+		New(opts...)
+		fmt.Printf("before New %v, after New %v\n", before, receivesOrphans())
+	}
+}
+
+// The package documentation and New's say the same: New itself (not the first Start)
+// makes the process a child subreaper, and WithoutSubreaper keeps it from doing so.
+// Each case runs in a fresh process, since the flag is process-wide and sticky.
+func TestNewMakesTheProcessASubreaper(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, opt, want string
+	}{
+		{"New makes the process a subreaper before any Start", "", "before New false, after New true\n"},
+		{"WithoutSubreaper leaves the process as it was", "without", "before New false, after New false\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(exe)
+			cmd.Env = append(os.Environ(), helperEnv+"=subreaper", "SUBREAPER_OPT="+tc.opt)
+			got, err := cmd.Output()
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, string(got))
+		})
+	}
 }
