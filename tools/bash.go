@@ -286,16 +286,6 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	return b.foreground(ctx, cmd, a.TimeoutMS)
 }
 
-// maxBashError bounds a bash tool error to one line of about 200 characters, so
-// that no error repeats a long command.
-const maxBashError = 200
-
-// bashErrResult is a tool error from starting or running a command: one line, at
-// most maxBashError characters.
-func bashErrResult(err error) Result {
-	return Result{Text: truncate(oneLine(err.Error()), maxBashError), IsError: true}
-}
-
 // maxTimeoutMS is the largest timeout_ms a background command accepts: about a
 // year, well inside what a time.Duration holds. Foreground calls are clamped to
 // their much smaller cap instead.
@@ -313,7 +303,7 @@ func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd 
 		if res := startErrResult(err); res.Text != oneLine(err.Error()) {
 			return res // the runtime's error with advice for the model
 		}
-		return bashErrResult(err)
+		return errResult(err)
 	}
 	text := startedText(id, spec.Kind, spec.Label)
 	if caller == "" {
@@ -332,7 +322,7 @@ func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS i
 	}
 	r, err := b.run.Run(ctx, cmd, timeout)
 	if err != nil && r.Outcome.Status == "" {
-		return bashErrResult(err) // nothing ran
+		return errResult(err) // nothing ran
 	}
 	var note string
 	switch {

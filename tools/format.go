@@ -160,8 +160,14 @@ func joinLines(parts ...string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// errResult is a tool error with a one-line reason.
-func errResult(err error) Result { return Result{Text: oneLine(err.Error()), IsError: true} }
+// maxErrorText is the longest reason a tool error gives: one line of about 200
+// characters, whatever the input it echoes (an id, a pattern, a command).
+const maxErrorText = 200
+
+// errResult is a tool error with a one-line reason of at most maxErrorText characters.
+func errResult(err error) Result {
+	return Result{Text: truncate(oneLine(err.Error()), maxErrorText), IsError: true}
+}
 
 // contained runs a tool's call through messages.Contain: a panic in it (a bug) becomes
 // the tool error "<name> failed: internal error: <value>", never a crash of the

@@ -5,21 +5,29 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/tools"
 )
 
+// maxErrorLine is the longest tool error a model may get: one line of about 200
+// characters, whatever the input echoed in it.
+const maxErrorLine = 200
+
 // FuzzToolArgs feeds arbitrary argument bytes to every tool. Whatever the input, a
 // call never panics (nor hits the internal-error recovery), always says something,
-// gives a one-line reason when it fails, and starts nothing when it fails; a bash
+// gives a one-line reason of at most maxErrorLine characters when it fails, and starts nothing when it fails; a bash
 // call that succeeds ran or started exactly once. The seed corpus lives in
 // testdata/fuzz/FuzzToolArgs.
 func FuzzToolArgs(f *testing.F) {
+	long := strings.Repeat("x", 5000)
 	for _, seed := range []string{
 		``, `{}`, `null`, `[]`, `{"task_id":"bash-1"}`, `{"task_id":"bash-1","wait":true,"timeout_ms":1}`,
 		`{"task_id":"bash-1","reason":"x"}`, `{"command":"ls"}`, `{"command":"ls","run_in_background":true}`,
 		`{"command":"ls","timeout_ms":-1}`, `{"task_id":7}`, `{"x":1}`, `{"task_id":"bash-1"} {}`,
+		`{"task_id":"` + long + `"}`, `{"` + long + `":1}`, `{"command":"ls","timeout_ms":"` + long + `"}`,
+		`{"task_ids":["` + long + `"]}`, `{"task_id":"bash-1","until":"(` + long + `"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -56,6 +64,8 @@ func FuzzToolArgs(f *testing.F) {
 				t.Errorf("%s(%q): %s", name, args, got.Text)
 			case got.IsError && strings.Contains(got.Text, "\n"):
 				t.Errorf("%s(%q): multi-line error %q", name, args, got.Text)
+			case got.IsError && utf8.RuneCountInString(got.Text) > maxErrorLine:
+				t.Errorf("%s(%q): an error of %d characters, over %d: %q", name, args, utf8.RuneCountInString(got.Text), maxErrorLine, got.Text)
 			case got.IsError && (r.runs != runs || r.starts != starts || e.rt.Stats().Tasks != tasks):
 				t.Errorf("%s(%q): failed with %q but started something", name, args, got.Text)
 			case !got.IsError && strings.HasPrefix(name, "bash") && r.runs+r.starts != runs+starts+1:
