@@ -1,7 +1,40 @@
 package actors
 
+import (
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
 // WithRegistryHook calls hook on the registry's goroutine before it handles each
 // message: fault injection for the registry's own panic containment.
 func WithRegistryHook(hook func(msg any)) Option {
 	return optionFunc(func(c *config) { c.registryHook = hook })
+}
+
+// RecordingAllocs is the allocations per recorded task start, settlement, stop and
+// notice, with the given meter provider (nil: none) and after a first recording of
+// the same attributes.
+func RecordingAllocs(mp metric.MeterProvider) (float64, error) {
+	in, err := newInstruments(nil, mp)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if in.registration != nil {
+			_ = in.registration.Unregister()
+		}
+	}()
+	snap := messages.Snapshot{Kind: "bash", Status: messages.Completed, Started: time.Unix(1, 0), Finished: time.Unix(2, 0)}
+	record := func() {
+		in.taskStarted("bash")
+		in.taskSettled(snap)
+		in.taskStopped("bash", time.Millisecond)
+		in.notice("delivered")
+	}
+	record()
+	return testing.AllocsPerRun(100, record), nil
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,22 +27,40 @@ import (
 //	taskrt.tasks.tombstones     gauge      tombstones held
 //	taskrt.agents.live          gauge      registered agents
 //
-// Recording costs an atomic add or two per event; the gauges are read from the same
-// counters Stats reads, when the meter provider collects.
+// Without WithMeterProvider nothing is recorded (no call into OpenTelemetry at all).
+// With one, recording costs the SDK's own atomic adds: the attribute sets are built
+// once per kind and status and reused; the gauges are read from the same counters
+// Stats reads, when the meter provider collects.
 const meterName = "github.com/taskrt/taskrt/actors"
 
 type instruments struct {
+	on                                            bool // a meter provider was given
 	started, settled, notices, abandoned, evicted metric.Int64Counter
 	duration, stopDuration                        metric.Float64Histogram
 	registration                                  metric.Registration
+
+	mu       sync.Mutex
+	byKind   map[string]*attrOpts    // {kind}
+	byStatus map[[2]string]*attrOpts // {kind, status}
+	byResult map[string]*attrOpts    // {result}
+}
+
+// attrOpts is one attribute set as ready-made option slices: passed on with ...,
+// an existing slice costs no allocation per measurement.
+type attrOpts struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
 }
 
 func newInstruments(rt *Runtime, mp metric.MeterProvider) (*instruments, error) {
+	in := instruments{on: mp != nil,
+		byKind:   map[string]*attrOpts{},
+		byStatus: map[[2]string]*attrOpts{},
+		byResult: map[string]*attrOpts{}}
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
 	m := mp.Meter(meterName)
-	var in instruments
 	var err error
 	counter := func(name, desc string) metric.Int64Counter {
 		if err != nil {
@@ -100,20 +119,52 @@ func newInstruments(rt *Runtime, mp metric.MeterProvider) (*instruments, error) 
 
 var bg = context.Background()
 
+// attrs returns the cached options for key, building them once.
+func attrs[K comparable](in *instruments, m map[K]*attrOpts, key K, build func() []attribute.KeyValue) *attrOpts {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	o, ok := m[key]
+	if !ok {
+		set := metric.WithAttributeSet(attribute.NewSet(build()...))
+		o = &attrOpts{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
+		m[key] = o
+	}
+	return o
+}
+
+func (in *instruments) kindAttrs(kind string) *attrOpts {
+	return attrs(in, in.byKind, kind, func() []attribute.KeyValue { return []attribute.KeyValue{attribute.String("kind", kind)} })
+}
+
 func (in *instruments) taskStarted(kind string) {
-	in.started.Add(bg, 1, metric.WithAttributes(attribute.String("kind", kind)))
+	if !in.on {
+		return
+	}
+	in.started.Add(bg, 1, in.kindAttrs(kind).add...)
 }
 
 func (in *instruments) taskSettled(s messages.Snapshot) {
-	attrs := metric.WithAttributes(attribute.String("kind", s.Kind), attribute.String("status", string(s.Status)))
-	in.settled.Add(bg, 1, attrs)
-	in.duration.Record(bg, s.Finished.Sub(s.Started).Seconds(), attrs)
+	if !in.on {
+		return
+	}
+	a := attrs(in, in.byStatus, [2]string{s.Kind, string(s.Status)}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attribute.String("kind", s.Kind), attribute.String("status", string(s.Status))}
+	})
+	in.settled.Add(bg, 1, a.add...)
+	in.duration.Record(bg, s.Finished.Sub(s.Started).Seconds(), a.record...)
 }
 
 func (in *instruments) taskStopped(kind string, d time.Duration) {
-	in.stopDuration.Record(bg, d.Seconds(), metric.WithAttributes(attribute.String("kind", kind)))
+	if !in.on {
+		return
+	}
+	in.stopDuration.Record(bg, d.Seconds(), in.kindAttrs(kind).record...)
 }
 
 func (in *instruments) notice(result string) {
-	in.notices.Add(bg, 1, metric.WithAttributes(attribute.String("result", result)))
+	if !in.on {
+		return
+	}
+	a := attrs(in, in.byResult, result, func() []attribute.KeyValue { return []attribute.KeyValue{attribute.String("result", result)} })
+	in.notices.Add(bg, 1, a.add...)
 }
