@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output/outputtest"
 )
 
 func TestMain(m *testing.M) {
@@ -182,40 +181,9 @@ func taskCgroups(p *Producer) []string {
 	return p.tree.taskDirs(p.taskDirPrefix())
 }
 
-var markerRE = regexp.MustCompile(`\[\.\.\. (\d+) bytes left out \(output offsets (\d+)-(\d+)\)[^\n]*\.\.\.\]\n`)
-
-// account checks one read result against the stream it came from: the text
-// between markers must be the source bytes at the right offsets, and each marker's
-// count must match its offsets. It returns the stream offset where the read ended
-// and how many bytes its markers said were left out. Text must be ASCII.
+// account checks one read result against the stream it came from (see
+// outputtest.Account).
 func account(t testing.TB, from int64, s string, source func(off int64) byte) (end, leftOut int64) {
 	t.Helper()
-	cursor := from
-	check := func(text string) {
-		for i := 0; i < len(text); i++ {
-			if want := source(cursor + int64(i)); text[i] != want {
-				t.Fatalf("byte at offset %d: got %q, want %q", cursor+int64(i), text[i], want)
-			}
-		}
-	}
-	for {
-		loc := markerRE.FindStringSubmatchIndex(s)
-		if loc == nil {
-			break
-		}
-		text := s[:loc[0]]
-		n, _ := strconv.ParseInt(s[loc[2]:loc[3]], 10, 64)
-		a, _ := strconv.ParseInt(s[loc[4]:loc[5]], 10, 64)
-		b, _ := strconv.ParseInt(s[loc[6]:loc[7]], 10, 64)
-		if int64(len(text)) == a-cursor+1 && text[len(text)-1] == '\n' {
-			text = text[:len(text)-1] // the line break put before the marker
-		}
-		require.Equal(t, a-cursor, int64(len(text)), "text before marker %q", s[loc[0]:loc[1]])
-		require.Equal(t, b-a, n, "marker count vs offsets")
-		check(text)
-		cursor, leftOut = b, leftOut+n
-		s = s[loc[1]:]
-	}
-	check(s)
-	return cursor + int64(len(s)), leftOut
+	return outputtest.Account(t, from, s, source)
 }
