@@ -1,13 +1,11 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/tools/internal/proctest"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
@@ -207,38 +206,10 @@ func newMark(t testing.TB) string {
 
 // marked is a command that runs script with the marker exported (so that every
 // process it starts carries it).
-func marked(mark, script string) string {
-	return "export MCPTEST_MARK=" + mark + "; " + script
-}
+func marked(mark, script string) string { return proctest.Marked(mark, script) }
 
-// markedPIDs lists the live processes that carry mark in their command line or
-// environment (zombies excluded: they are gone but for their exit status).
-func markedPIDs(mark string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		dir := filepath.Join("/proc", e.Name())
-		if st, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
-			if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) && st[i+2] == 'Z' {
-				continue
-			}
-		}
-		for _, f := range []string{"cmdline", "environ"} {
-			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil && bytes.Contains(b, []byte(mark)) {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
-}
+// markedPIDs lists the live processes that carry mark (see proctest.MarkedPIDs).
+func markedPIDs(mark string) []int { return proctest.MarkedPIDs(mark) }
 
 // awaitMarked polls /proc until at least n processes carry mark.
 func awaitMarked(t *testing.T, mark string, n int) {

@@ -27,6 +27,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
+
+	"github.com/taskrt/taskrt/tools/internal/proctest"
 )
 
 var transcript = flag.String("transcript", "", "write the stdio session transcript of TestStdioSession to `FILE`")
@@ -182,36 +184,10 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 
 func newMark() string { return "mcpcmdtest" + strings.ToLower(rand.Text()[:12]) }
 
-func marked(mark, script string) string { return "export MCPTEST_MARK=" + mark + "; " + script }
+func marked(mark, script string) string { return proctest.Marked(mark, script) }
 
-// markedPIDs lists the live processes (zombies excluded) that carry mark in their
-// command line or environment.
-func markedPIDs(mark string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		dir := filepath.Join("/proc", e.Name())
-		if st, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
-			if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) && st[i+2] == 'Z' {
-				continue
-			}
-		}
-		for _, f := range []string{"cmdline", "environ"} {
-			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil && bytes.Contains(b, []byte(mark)) {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
-}
+// markedPIDs lists the live processes that carry mark (see proctest.MarkedPIDs).
+func markedPIDs(mark string) []int { return proctest.MarkedPIDs(mark) }
 
 // pollProcs checks cond every few milliseconds for a minute: observing other
 // processes has no event to wait on.
