@@ -367,7 +367,7 @@ func keyedValue(b []byte, key string) (int64, bool) {
 	return 0, false
 }
 
-// readPids reads a cgroup.procs (or tasks) file.
+// readPids reads a file of whitespace-separated pids (cgroup.procs, a task's children).
 func readPids(path string) []int {
 	b, err := os.ReadFile(path)
 	if err != nil {

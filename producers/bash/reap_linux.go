@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -176,15 +175,5 @@ func cgroupOf(pid int) string {
 // main thread). Children forked by other threads are listed under those threads;
 // the orphans are all that matter here.
 func orphanChildren() []int {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(selfPid) + "/children")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return readPids("/proc/self/task/" + strconv.Itoa(selfPid) + "/children")
 }

@@ -3,9 +3,12 @@ package bash
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // Result is the result of a foreground Run.
@@ -32,6 +35,19 @@ type Result struct {
 // returned as Start returns them, with a zero Result. A foreground command takes no
 // input: c.Stdin must be StdinNone (else ErrStdin), and the command reads /dev/null.
 func (p *Producer) Run(ctx context.Context, c Command, timeout time.Duration) (Result, error) {
+	return p.RunProgress(ctx, c, timeout, 0, nil)
+}
+
+// RunProgress is Run that also reports how the command is getting on: every
+// interval while it runs, progress is called on RunProgress's goroutine with n, the
+// number of intervals so far (1, 2, …), and the command's latest output line — the
+// line being written if it is not blank, else the last complete one that is not
+// ("" before any). A line ends at \n or \r (a progress bar redraws its line with
+// \r); the line is trimmed of surrounding space and comes from the output's last
+// ProgressWindow bytes. The Result is exactly Run's. progress should return
+// quickly: the timeout and ctx are watched between its calls. With interval ≤ 0
+// or progress nil it is Run.
+func (p *Producer) RunProgress(ctx context.Context, c Command, timeout, interval time.Duration, progress func(n int, line string)) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -48,23 +64,70 @@ func (p *Producer) Run(ctx context.Context, c Command, timeout time.Duration) (R
 		defer timer.Stop()
 		timeoutC = timer.C
 	}
+	var tickC <-chan time.Time
+	if interval > 0 && progress != nil {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		tickC = tick.C
+	}
 	var (
 		res    Result
 		ctxErr error
+		n      int
 	)
-	select {
-	case res.Outcome = <-t.done:
-	case <-timeoutC:
-		_ = t.cancel(fmt.Sprintf("timed out after %s", timeout))
-		res.Outcome = <-t.done
-		res.TimedOut = res.Outcome.Status == messages.Killed
-	case <-ctx.Done():
-		ctxErr = ctx.Err()
-		_ = t.cancel("caller gave up: " + ctxErr.Error())
-		res.Outcome = <-t.done
+wait:
+	for {
+		select {
+		case res.Outcome = <-t.done:
+			break wait
+		case <-tickC:
+			n++
+			progress(n, latestLine(t.out))
+		case <-timeoutC:
+			_ = t.cancel(fmt.Sprintf("timed out after %s", timeout))
+			res.Outcome = <-t.done
+			res.TimedOut = res.Outcome.Status == messages.Killed
+			break wait
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			_ = t.cancel("caller gave up: " + ctxErr.Error())
+			res.Outcome = <-t.done
+			break wait
+		}
 	}
 	t.out.RemoveSpill("")
 	res.Output = t.out.Read()
 	res.ExitCode = t.exitCode
 	return res, ctxErr
+}
+
+// ProgressWindow is how many of the output's last bytes RunProgress looks at for
+// the latest line.
+const ProgressWindow = 4 << 10
+
+// latestLine is the latest line in the last ProgressWindow bytes of out, read
+// without consuming (see RunProgress).
+func latestLine(out *output.Buffer) string {
+	data, _, _ := out.Peek(out.Written()-ProgressWindow, ProgressWindow)
+	return lastLine(data)
+}
+
+// lastLine is the line being written at the end of b if it is not blank, else the
+// last complete line that is not; lines end at \n or \r. A window that starts in
+// the middle of a rune skips the rune's rest.
+func lastLine(b []byte) string {
+	for len(b) > 0 && !utf8.RuneStart(b[0]) {
+		b = b[1:]
+	}
+	s := string(b)
+	for {
+		i := strings.LastIndexAny(s, "\r\n")
+		if line := strings.TrimSpace(s[i+1:]); line != "" {
+			return line
+		}
+		if i < 0 {
+			return ""
+		}
+		s = s[:i]
+	}
 }

@@ -3,7 +3,6 @@
 package mcpserver
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/taskrt/taskrt/messages"
@@ -31,73 +30,6 @@ func TestNoticeTaskID(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestCollector(t *testing.T) {
-	t.Run("below the bound it keeps every byte, as one read of the whole output would", func(t *testing.T) {
-		c := newCollector(64)
-		for _, d := range []string{"one\ntw", "o\n", "", "three"} {
-			c.add(d)
-		}
-		if got, want := c.String(), "one\ntwo\nthree"; got != want {
-			t.Errorf("got %q, want %q", got, want)
-		}
-	})
-	t.Run("exactly at the bound nothing is left out", func(t *testing.T) {
-		c := newCollector(8)
-		c.add("1234")
-		c.add("5678")
-		if got, want := c.String(), "12345678"; got != want {
-			t.Errorf("got %q, want %q", got, want)
-		}
-	})
-	t.Run("past the bound it keeps head and tail around a marker, cut at lines", func(t *testing.T) {
-		c := newCollector(20)
-		c.add("aaaa\nbbbb\n")     // 10
-		c.add("cccc\ndddd\n")     // 20
-		c.add("eeee\nffff\ngg\n") // 33: head 10, tail the last 10 from its first line start (8)
-		want := "aaaa\nbbbb\n[... 15 bytes of output left out ...]\nffff\ngg\n"
-		if got := c.String(); got != want {
-			t.Errorf("got %q, want %q", got, want)
-		}
-	})
-	t.Run("no cut splits a rune", func(t *testing.T) {
-		c := newCollector(10)
-		c.add(strings.Repeat("é", 20)) // 40 bytes, no line break
-		got := c.String()
-		if !strings.HasPrefix(got, "éé") || !strings.HasSuffix(got, "éé") || strings.ContainsRune(got, '\uFFFD') {
-			t.Errorf("got %q", got)
-		}
-		if !strings.Contains(got, "bytes of output left out") {
-			t.Errorf("got %q, want a marker", got)
-		}
-	})
-	t.Run("the latest line", func(t *testing.T) {
-		tests := []struct {
-			name   string
-			deltas []string
-			want   string
-		}{
-			{"none before any output", nil, ""},
-			{"the last complete line", []string{"a\nb\n"}, "b"},
-			{"the line being written", []string{"a\nhalf"}, "half"},
-			{"a line split across reads", []string{"a\nfi", "rst\n"}, "first"},
-			{"blank lines are skipped", []string{"a\n\n  \n"}, "a"},
-			{"a progress bar's redraw", []string{"10%\r50%\r"}, "50%"},
-			{"a long line is cut", []string{strings.Repeat("x", 300) + "\n"}, strings.Repeat("x", tools.MaxLabel-1) + "…"},
-		}
-		for _, tc := range tests {
-			t.Run(tc.name, func(t *testing.T) {
-				c := newCollector(1 << 10)
-				for _, d := range tc.deltas {
-					c.add(d)
-				}
-				if got := c.lastLine(); got != tc.want {
-					t.Errorf("got %q, want %q", got, tc.want)
-				}
-			})
-		}
-	})
 }
 
 func TestIsLoopback(t *testing.T) {
