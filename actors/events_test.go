@@ -108,6 +108,42 @@ func TestEventOrderPerTask(t *testing.T) {
 	}
 }
 
+// A task whose output was written and whose outcome was delivered before its actor
+// started watching (an instant command that printed) still gets its output event,
+// and before its settlement: the actor accounts for the output already written
+// before it starts watching Done.
+func TestOutputWrittenBeforeTheWatchComesBeforeTheSettlement(t *testing.T) {
+	const tasks = 500
+	rt := newRT(t, actors.WithoutOwnerLimit(), actors.WithRetention(2*tasks))
+	sub, err := rt.Subscribe(bg, actors.WithEventBuffer(4096))
+	require.NoError(t, err)
+	defer sub.Close()
+	register(t, rt, "a1")
+	ids := map[messages.TaskID]bool{}
+	for range tasks {
+		f := newFake()
+		f.Buffered()
+		f.Emit("done\n")
+		f.Finish(messages.Outcome{Status: messages.Completed})
+		ids[start(t, rt, f.spec("bash", "a1", true))] = true
+	}
+	evs := collect(t, sub, func(evs []messages.Event) bool {
+		return count(kinds(evs), messages.EventTaskSettled) == tasks
+	})
+	perTask := map[messages.TaskID][]messages.EventKind{}
+	for _, e := range evs {
+		if ids[e.Task.ID] {
+			perTask[e.Task.ID] = append(perTask[e.Task.ID], e.Kind)
+		}
+	}
+	want := []messages.EventKind{messages.EventTaskStarted, messages.EventTaskOutput, messages.EventTaskSettled}
+	for id := range ids {
+		if got := perTask[id]; !slices.Equal(got, want) {
+			t.Errorf("%s: events %v, want %v", id, got, want)
+		}
+	}
+}
+
 func count[T comparable](s []T, v T) int {
 	n := 0
 	for _, x := range s {

@@ -130,8 +130,11 @@ func (t *task) receive(ctx actor.Context) {
 			ctx.Send(t.starter, &startReply{id: t.snap.ID})
 			t.starter = nil
 		}
-		t.watchDone()
+		// Output first: output written before now is announced with a message to
+		// self, which must reach the mailbox before any outcome the Done watcher
+		// forwards, so that a task's output event never follows its settlement.
 		t.watchOutput()
+		t.watchDone()
 	case *outcomeMsg:
 		t.outcome(ctx, m)
 	case *messages.ReadTask:
@@ -157,11 +160,10 @@ func (t *task) receive(ctx actor.Context) {
 	case *outputGrew:
 		t.grew.Store(false)
 		t.matchUntils(ctx)
-		if t.rt.nSubscribers.Load() > 0 {
-			n, err := messages.ContainValue("output", func() (int64, error) { return t.stream().Written(), nil })
-			if err == nil {
-				ctx.Send(t.rt.registry, &taskOutput{snap: t.snap, bytes: n})
-			}
+		// After settlement the settled event has told the output's size: output
+		// events come before it or not at all.
+		if t.phase == phaseRunning || t.phase == phaseStopping {
+			t.announceOutput(ctx)
 		}
 	case *messages.PeekTask:
 		t.peek(ctx, m)

@@ -83,6 +83,17 @@ type untilWaiter struct {
 	timer *time.Timer
 }
 
+// announceOutput tells the registry that the task's output grew, for the event
+// stream (only while someone subscribes).
+func (t *task) announceOutput(ctx actor.Context) {
+	if t.rt.nSubscribers.Load() == 0 {
+		return
+	}
+	if n, err := messages.ContainValue("output", func() (int64, error) { return t.stream().Written(), nil }); err == nil {
+		ctx.Send(t.rt.registry, &taskOutput{snap: t.snap, bytes: n})
+	}
+}
+
 // watchOutput asks the producer's output stream to tell the task when it grows.
 func (t *task) watchOutput() {
 	out := t.stream()
