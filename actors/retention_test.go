@@ -392,3 +392,63 @@ func TestCloseRacingAnEvictionWithACancelInFlight(t *testing.T) {
 	require.NoError(t, <-closed)
 	assert.Equal(t, actors.Stats{}, rt.Stats())
 }
+
+// A request whose answer waits on producer code — a kill whose Cancel is still
+// running, an input the producer is still writing — is answered even when the task
+// settles meanwhile and retention evicts it before that code returns: the actor's
+// stop answers it. (The kill hung forever: found by make flake.)
+func TestRequestsInFlightAreAnsweredWhenRetentionEvictsTheTask(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		call func(rt *actors.Runtime, id messages.TaskID) error
+	}{
+		{"a kill whose Cancel is still running", func(rt *actors.Runtime, id messages.TaskID) error {
+			res, err := rt.Tasks().Kill(bg, id, "a1", "stop")
+			if err == nil && res != messages.KillRequested {
+				return fmt.Errorf("kill result %q, want %q", res, messages.KillRequested)
+			}
+			return err
+		}},
+		{"an input the producer is still writing", func(rt *actors.Runtime, id messages.TaskID) error {
+			err := rt.Tasks().Input(bg, id, "a1", []byte("x\n"), false)
+			if !errors.Is(err, messages.ErrTaskEnded) {
+				return fmt.Errorf("input error %v, want ErrTaskEnded", err)
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := newRT(t, actors.WithRetention(1))
+			register(t, rt, "a1")
+			inProducer, release := make(chan struct{}), make(chan struct{})
+			block := func() { close(inProducer); <-release }
+			done := make(chan messages.Outcome, 1)
+			id := start(t, rt, messages.Spec{Kind: "bash", Label: "x", Owner: "a1", Run: func() (messages.Hooks, error) {
+				return messages.Hooks{Done: done,
+					Cancel: func(string) error { block(); return nil },
+					Input:  func([]byte, bool) error { block(); return nil }}, nil
+			}})
+			answered := make(chan error, 1)
+			go func() { answered <- tc.call(rt, id) }()
+			<-inProducer
+			done <- messages.Outcome{Status: messages.Completed} // the work ends on its own meanwhile
+			settleWait(t, rt, id, "a1")
+			for range 2 { // two later settlements: retention 1 evicts the first task
+				f := newFake()
+				later := start(t, rt, f.spec("bash", "a1", false))
+				f.Finish(messages.Outcome{Status: messages.Completed})
+				settleWait(t, rt, later, "a1")
+			}
+			s, err := rt.Tasks().Get(bg, id, "a1")
+			require.NoError(t, err)
+			require.True(t, s.Evicted, "the task was evicted while its request was in flight")
+			close(release)
+			select {
+			case err := <-answered:
+				assert.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the request was never answered")
+			}
+		})
+	}
+}

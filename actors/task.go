@@ -437,6 +437,18 @@ func (t *task) stopped() {
 		p.timer.Stop()
 		t.rt.send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
+	// Requests whose answer waited on producer code still running — a kill's
+	// Cancel, an input's write — would be answered by a message to this actor, which
+	// is gone (retention evicted the settled task, or the runtime failed): answer
+	// them now. A kill in flight was requested; an input goes nowhere any more.
+	for _, k := range t.kills {
+		t.rt.send(k, &messages.KillReply{Result: messages.KillRequested})
+	}
+	t.kills = nil
+	for _, in := range t.inputs {
+		t.rt.send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+	}
+	t.inputs = nil
 	if t.settleT != nil {
 		t.settleT.Stop()
 	}
