@@ -211,14 +211,7 @@ func (a *agent) run(slot, slots int) {
 			a.long = append(a.long, a.background(lt.procs, lt.tool, lt.args()))
 		}
 		for end := time.Now().Add(life); time.Now().Before(end) && a.ctx.Err() == nil; {
-			pick := a.rng.IntN(total)
-			for _, o := range ops {
-				if pick < o.weight {
-					o.do(a)
-					break
-				}
-				pick -= o.weight
-			}
+			a.doOne(ops, total)
 			a.h.ops.Add(1)
 			a.pause(time.Duration(5+a.rng.IntN(25)) * time.Millisecond)
 		}
@@ -260,14 +253,7 @@ func (a *agent) live(slot int) {
 		total += o.weight
 	}
 	for a.ctx.Err() == nil {
-		pick := a.rng.IntN(total)
-		for _, o := range short {
-			if pick < o.weight {
-				o.do(a)
-				break
-			}
-			pick -= o.weight
-		}
+		a.doOne(short, total)
 		a.h.ops.Add(1)
 		// It reads its recent tasks: evicted ones answer from their tombstones, but
 		// past -retention + -tombstones settled tasks an id is forgotten (not found).
@@ -275,6 +261,19 @@ func (a *agent) live(slot int) {
 			a.tasks = append(a.tasks[:0], a.tasks[len(a.tasks)-keep/2:]...)
 		}
 		a.pause(time.Duration(5+a.rng.IntN(25)) * time.Millisecond)
+	}
+}
+
+// doOne does one of ops, chosen at random by weight (total is the sum of the
+// weights).
+func (a *agent) doOne(ops []op, total int) {
+	pick := a.rng.IntN(total)
+	for _, o := range ops {
+		if pick < o.weight {
+			o.do(a)
+			return
+		}
+		pick -= o.weight
 	}
 }
 
