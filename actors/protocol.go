@@ -161,6 +161,13 @@ type taskOutput struct {
 	bytes int64
 }
 
+// agentFailed: an agent actor's own code panicked (a runtime bug); the registry keeps
+// the first fault and returns it from Dispose.
+type agentFailed struct {
+	id  messages.AgentID
+	err *messages.PanicError
+}
+
 // agentQuiesced: a disposing agent actor drained its cleanups and every task it owns
 // has settled.
 type agentQuiesced struct{ id messages.AgentID }
@@ -280,6 +287,7 @@ func (*subscribeEvents) isRegistryMsg()   {}
 func (*unsubscribeEvents) isRegistryMsg() {}
 func (*abandonSet) isRegistryMsg()        {}
 func (*taskOutput) isRegistryMsg()        {}
+func (*agentFailed) isRegistryMsg()       {}
 func (*outputGrew) isTaskMsg()            {}
 func (*untilTimeout) isTaskMsg()          {}
 func (*inputDone) isTaskMsg()             {}

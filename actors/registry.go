@@ -328,6 +328,10 @@ func (r *registry) receive(ctx actor.Context) {
 		}
 		a.disposers = append(a.disposers, ctx.Sender())
 		r.beginDisposal(ctx, a, "owner disposed")
+	case *agentFailed:
+		if a, ok := r.agents[m.id]; ok {
+			r.agentFailed(ctx, a, m.err)
+		}
 	case *agentQuiesced:
 		if a, ok := r.agents[m.id]; ok && a.phase == agentDraining {
 			r.advanceAgent(ctx, a, agentAwaitingChildren)
