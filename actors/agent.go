@@ -95,7 +95,7 @@ func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
 	if ctx.Sender() != nil {
 		ctx.Respond(fmt.Errorf("taskrt: agent %s: the runtime failed: %w", a.id, pe))
 	}
-	ctx.Send(a.rt.registry, &agentFailed{id: a.id, err: pe})
+	tellRegistry(ctx, a.rt, &agentFailed{id: a.id, err: pe})
 	err := messages.Contain("agent actor recovery", func() error {
 		switch a.phase {
 		case agentActorDraining:
@@ -106,7 +106,7 @@ func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
 			for _, c := range ctx.Children() {
 				if _, ok := a.awaiting[c.Id]; ok {
 					live[c.Id] = true
-					ctx.Request(c, &teardown{reason: a.reason})
+					requestTask(ctx, c, &teardown{reason: a.reason})
 				}
 			}
 			for id := range a.awaiting {
@@ -116,7 +116,7 @@ func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
 			}
 			a.advance(ctx, agentActorTearingDown)
 		case agentActorQuiesced:
-			ctx.Send(a.rt.registry, &agentQuiesced{id: a.id})
+			tellRegistry(ctx, a.rt, &agentQuiesced{id: a.id})
 		case agentActorStopping:
 			a.advance(ctx, agentActorStopping)
 		}
@@ -199,7 +199,7 @@ func (a *agent) advance(ctx actor.Context, from agentActorPhase) {
 		a.awaiting = map[string]struct{}{}
 		for _, c := range ctx.Children() {
 			a.awaiting[c.Id] = struct{}{}
-			ctx.Request(c, &teardown{reason: a.reason})
+			requestTask(ctx, c, &teardown{reason: a.reason})
 		}
 		fallthrough
 	case from == agentActorTearingDown && a.phase == agentActorTearingDown:
@@ -207,7 +207,7 @@ func (a *agent) advance(ctx actor.Context, from agentActorPhase) {
 			return
 		}
 		a.phase = agentActorQuiesced
-		ctx.Send(a.rt.registry, &agentQuiesced{id: a.id})
+		tellRegistry(ctx, a.rt, &agentQuiesced{id: a.id})
 	case from == agentActorQuiesced && a.phase == agentActorQuiesced: // stopAgent
 		a.phase = agentActorStopping
 		fallthrough
@@ -241,7 +241,7 @@ func (a *agent) runCleanup(ctx actor.Context) {
 	self, rt := ctx.Self(), a.rt
 	rt.goSafe("cleanup", func() {
 		err := messages.Contain("cleanup", func() error { return c.fn(cctx) })
-		rt.send(self, &cleanupDone{handle: c.handle, err: err})
+		tellAgent(rt.system.Root, self, &cleanupDone{handle: c.handle, err: err})
 	})
 }
 

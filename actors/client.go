@@ -53,7 +53,7 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	if res.err != nil {
 		return "", res.err
 	}
-	abort := func() { rt.send(rt.registry, &abortStart{token: res.token}) }
+	abort := func() { tellRegistry(rt.system.Root, rt, &abortStart{token: res.token}) }
 	if err := ctx.Err(); err != nil {
 		abort()
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
@@ -119,7 +119,7 @@ func taskErr(id messages.TaskID, err error) error {
 
 // Get returns a task's snapshot without consuming anything.
 func (t *Tasks) Get(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.Snapshot, error) {
-	m, err := t.rt.call(ctx, &messages.GetTask{ID: id, Caller: caller})
+	m, err := t.rt.ask(ctx, &messages.GetTask{ID: id, Caller: caller})
 	if err != nil {
 		return messages.Snapshot{}, t.rt.noActorErr(err)
 	}
@@ -129,7 +129,7 @@ func (t *Tasks) Get(ctx context.Context, id messages.TaskID, caller messages.Age
 
 // List returns the caller-visible tasks (owned by caller, or unowned) in start order.
 func (t *Tasks) List(ctx context.Context, caller messages.AgentID) ([]messages.Snapshot, error) {
-	m, err := t.rt.call(ctx, &messages.ListTasks{Caller: caller})
+	m, err := t.rt.ask(ctx, &messages.ListTasks{Caller: caller})
 	if err != nil {
 		return nil, t.rt.noActorErr(err)
 	}
@@ -141,7 +141,7 @@ func (t *Tasks) List(ctx context.Context, caller messages.AgentID) ([]messages.S
 // per task), or a final-output task's output once it is terminal ("" before), with
 // the snapshot. A read that returns a terminal snapshot marks the task reported.
 func (t *Tasks) Read(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.ReadResult, error) {
-	m, err := t.rt.call(ctx, &messages.ReadTask{ID: id, Caller: caller})
+	m, err := t.rt.ask(ctx, &messages.ReadTask{ID: id, Caller: caller})
 	if err != nil {
 		return messages.ReadResult{}, taskErr(id, err)
 	}
@@ -155,7 +155,7 @@ func (t *Tasks) Read(ctx context.Context, id messages.TaskID, caller messages.Ag
 // fails the call with an error wrapping ErrCancelFailed and the producer's error, and
 // leaves the task untouched.
 func (t *Tasks) Kill(ctx context.Context, id messages.TaskID, caller messages.AgentID, reason string) (messages.KillResult, error) {
-	m, err := t.rt.call(ctx, &messages.KillTask{ID: id, Caller: caller, Reason: reason})
+	m, err := t.rt.ask(ctx, &messages.KillTask{ID: id, Caller: caller, Reason: reason})
 	if err != nil {
 		return "", taskErr(id, err)
 	}
@@ -194,7 +194,7 @@ func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.Ag
 	}
 	// Abandon the wait. The task answers exactly once either way: with the terminal
 	// snapshot if it settled first, or with the current one.
-	rt.send(rt.registry, &abandonWait{id: id, caller: caller, waiter: r.pid})
+	tellRegistry(rt.system.Root, rt, &abandonWait{id: id, caller: caller, waiter: r.pid})
 	select {
 	case m := <-r.ch:
 		r.recycle()
@@ -222,7 +222,7 @@ func (t *Tasks) Input(ctx context.Context, id messages.TaskID, caller messages.A
 	if len(data) > messages.MaxInput {
 		return fmt.Errorf("%w: input of %d bytes is over the bound of %d bytes per call", messages.ErrInvalidArgument, len(data), messages.MaxInput)
 	}
-	m, err := t.rt.call(ctx, &messages.InputTask{ID: id, Caller: caller, Data: data, EOF: eof})
+	m, err := t.rt.ask(ctx, &messages.InputTask{ID: id, Caller: caller, Data: data, EOF: eof})
 	if err != nil {
 		return taskErr(id, err)
 	}
@@ -271,7 +271,7 @@ func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messag
 		return messages.UntilResult{}, rt.closedErr()
 	case <-ctx.Done():
 	}
-	rt.send(rt.registry, &abandonWait{id: id, caller: caller, waiter: r.pid})
+	tellRegistry(rt.system.Root, rt, &abandonWait{id: id, caller: caller, waiter: r.pid})
 	select {
 	case m := <-r.ch:
 		r.recycle()
@@ -294,7 +294,7 @@ func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messag
 // returned. Tasks without an output stream fail with ErrNoOutputStream; a tombstone
 // returns no bytes and its snapshot. The owner fence applies as to every call.
 func (t *Tasks) Peek(ctx context.Context, id messages.TaskID, caller messages.AgentID, off int64, max int) (messages.PeekResult, error) {
-	m, err := t.rt.call(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: max})
+	m, err := t.rt.ask(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: max})
 	if err != nil {
 		return messages.PeekResult{}, taskErr(id, err)
 	}
@@ -352,7 +352,7 @@ func (t *Tasks) AttachSurface(name string) (detach func()) {
 	return func() {
 		once.Do(func() {
 			if !rt.closed.Load() {
-				rt.send(rt.registry, &detachSurface{handle: h})
+				tellRegistry(rt.system.Root, rt, &detachSurface{handle: h})
 			}
 		})
 	}
@@ -449,7 +449,7 @@ func (a *Agents) OnCleanup(ctx context.Context, id messages.AgentID, cleanup fun
 	return func() {
 		once.Do(func() {
 			if !rt.closed.Load() {
-				rt.send(rt.registry, &removeCleanup{agent: id, handle: r.handle})
+				tellRegistry(rt.system.Root, rt, &removeCleanup{agent: id, handle: r.handle})
 			}
 		})
 	}, nil

@@ -217,7 +217,7 @@ func (r *registry) receive(ctx actor.Context) {
 	case *abandonSet:
 		for _, w := range r.setWaiters {
 			if w[1].Equal(m.requester) {
-				ctx.Send(w[0], m)
+				tellSetWaiter(ctx, w[0], m)
 			}
 		}
 	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks,
@@ -441,7 +441,7 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	// Listeners are silent from the moment Close begins.
 	if r.phase == runtimeOpen && !r.rt.closing.Load() {
 		for _, pid := range r.listeners {
-			ctx.Send(pid, &settlement{snap: m.snap})
+			tellListener(ctx, pid, &settlement{snap: m.snap})
 		}
 	}
 	b := r.bucketOf(m.snap.Owner)

@@ -115,7 +115,7 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 			}
 			r.disarmStartsOverdue(a.id)
 			a.phase = agentDraining
-			ctx.Send(a.pid, &beginDispose{reason: a.reason})
+			tellAgent(ctx, a.pid, &beginDispose{reason: a.reason})
 		case agentAwaitingChildren:
 			// An agent is gone only after its child agents are (transitive quiescence).
 			if len(a.children) > 0 {
@@ -131,7 +131,7 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 				}
 			}
 			a.bucket = bucket{}
-			ctx.Send(a.pid, &stopAgent{})
+			tellAgent(ctx, a.pid, &stopAgent{})
 		default: // open, draining, stopping: waiting for an event
 			return
 		}
@@ -146,9 +146,9 @@ func (r *registry) agentFailed(ctx actor.Context, a *agentEntry, pe *messages.Pa
 	}
 	switch a.phase {
 	case agentDraining:
-		ctx.Send(a.pid, &beginDispose{reason: a.reason})
+		tellAgent(ctx, a.pid, &beginDispose{reason: a.reason})
 	case agentStopping:
-		ctx.Send(a.pid, &stopAgent{})
+		tellAgent(ctx, a.pid, &stopAgent{})
 	}
 }
 

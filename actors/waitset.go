@@ -82,7 +82,7 @@ func (w *setWaiter) finish(ctx actor.Context) {
 	w.finishing = true
 	for i, id := range w.req.IDs {
 		if !w.answered[i] {
-			ctx.Send(w.rt.registry, &abandonWait{id: id, caller: w.req.Caller, waiter: ctx.Self()})
+			tellRegistry(ctx, w.rt, &abandonWait{id: id, caller: w.req.Caller, waiter: ctx.Self()})
 		}
 	}
 }
@@ -150,7 +150,7 @@ func (t *Tasks) waitSet(ctx context.Context, ids []messages.TaskID, caller messa
 	case <-ctx.Done():
 		cause = ctx.Err()
 	}
-	rt.send(rt.registry, &abandonSet{requester: r.pid})
+	tellRegistry(rt.system.Root, rt, &abandonSet{requester: r.pid})
 	select {
 	case m := <-r.ch:
 		r.recycle()
