@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -174,39 +176,19 @@ func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.Ag
 	if timeout <= 0 {
 		return messages.Snapshot{}, invalidWaitTimeout(timeout)
 	}
-	if rt.closed.Load() {
-		return messages.Snapshot{}, rt.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
+	// The deadline travels in the request: the task actor ends the wait itself. An
+	// abandoned wait is answered with the terminal snapshot if the task settled first,
+	// or with the current one.
+	m, abandoned, err := rt.abandonable(ctx, &messages.WaitTask{ID: id, Caller: caller, Timeout: timeout},
+		func(w *actor.PID) registryMsg { return &abandonWait{id: id, caller: caller, waiter: w} })
+	if err != nil {
 		return messages.Snapshot{}, err
 	}
-	r := newReply(rt)
-	// The deadline travels in the request: the task actor ends the wait itself.
-	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTask{ID: id, Caller: caller, Timeout: timeout}, r.pid)
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		return waitResult(id, m)
-	case <-rt.stopped:
-		r.release()
-		return messages.Snapshot{}, rt.closedErr()
-	case <-ctx.Done():
-	}
-	// Abandon the wait. The task answers exactly once either way: with the terminal
-	// snapshot if it settled first, or with the current one.
-	tellRegistry(rt.system.Root, rt, &abandonWait{id: id, caller: caller, waiter: r.pid})
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		s, err := waitResult(id, m)
-		if err != nil || s.Status.Terminal() {
-			return s, err
-		}
+	s, err := waitResult(id, m)
+	if abandoned && err == nil && !s.Status.Terminal() {
 		return s, ctx.Err()
-	case <-rt.stopped:
-		r.release()
-		return messages.Snapshot{}, rt.closedErr()
 	}
+	return s, err
 }
 
 // Input writes data to a task's input (a process's stdin) and, when eof is set,
@@ -247,43 +229,19 @@ func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messag
 	if _, err := regexp.Compile(pattern); err != nil {
 		return messages.UntilResult{}, fmt.Errorf("%w: pattern: %v", messages.ErrInvalidArgument, err)
 	}
-	if rt.closed.Load() {
-		return messages.UntilResult{}, rt.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
+	m, abandoned, err := rt.abandonable(ctx, &messages.ReadUntil{ID: id, Caller: caller, Pattern: pattern, Timeout: timeout},
+		func(w *actor.PID) registryMsg { return &abandonWait{id: id, caller: caller, waiter: w} })
+	if err != nil {
 		return messages.UntilResult{}, err
 	}
-	r := newReply(rt)
-	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.ReadUntil{ID: id, Caller: caller, Pattern: pattern, Timeout: timeout}, r.pid)
-	result := func(m any) (messages.UntilResult, error) {
-		rep, ok := m.(*messages.ReadUntilReply)
-		if !ok {
-			return messages.UntilResult{}, notFound(id)
-		}
-		return rep.Result, rep.Err
+	rep, ok := m.(*messages.ReadUntilReply)
+	if !ok {
+		return messages.UntilResult{}, notFound(id)
 	}
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		return result(m)
-	case <-rt.stopped:
-		r.release()
-		return messages.UntilResult{}, rt.closedErr()
-	case <-ctx.Done():
+	if abandoned && rep.Err == nil && rep.Result.Reason == "" {
+		return rep.Result, ctx.Err()
 	}
-	tellRegistry(rt.system.Root, rt, &abandonWait{id: id, caller: caller, waiter: r.pid})
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		res, err := result(m)
-		if err != nil || res.Reason != "" {
-			return res, err
-		}
-		return res, ctx.Err()
-	case <-rt.stopped:
-		r.release()
-		return messages.UntilResult{}, rt.closedErr()
-	}
+	return rep.Result, rep.Err
 }
 
 // Peek is an observer read: up to max raw bytes of a stream task's output from byte

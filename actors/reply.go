@@ -98,6 +98,42 @@ func (rt *Runtime) roundTrip(ctx context.Context, msg any) (any, error) {
 	}
 }
 
+// abandonable sends a public request whose deadline travels inside it (a wait, a
+// read until a pattern, a set wait) and waits for its one answer. If ctx ends first,
+// it tells the registry abandon(the reply's pid) — whoever holds the request then
+// answers at once with what it has — and waits for that answer: the request is
+// answered exactly once either way, so nothing is left behind and the reply process
+// is recycled. abandoned reports that ctx ended before the answer; the caller decides
+// whether the answer still counts (a wait that found the task settled does).
+func (rt *Runtime) abandonable(ctx context.Context, m messages.Request, abandon func(waiter *actor.PID) registryMsg) (answer any, abandoned bool, err error) {
+	if rt.closed.Load() {
+		return nil, false, rt.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	r := newReply(rt)
+	rt.system.Root.RequestWithCustomSender(rt.registry, m, r.pid)
+	select {
+	case a := <-r.ch:
+		r.recycle()
+		return a, false, nil
+	case <-rt.stopped:
+		r.release()
+		return nil, false, rt.closedErr()
+	case <-ctx.Done():
+	}
+	tellRegistry(rt.system.Root, rt, abandon(r.pid))
+	select {
+	case a := <-r.ch:
+		r.recycle()
+		return a, true, nil
+	case <-rt.stopped:
+		r.release()
+		return nil, true, rt.closedErr()
+	}
+}
+
 // callUntilReply is call for requests that must not be abandoned midway (a start's
 // reserve and commit): it waits for the reply or the runtime's end only.
 func (rt *Runtime) callUntilReply(m registryMsg) (any, error) {
