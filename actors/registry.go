@@ -117,10 +117,22 @@ func (r *registry) visible(owner, caller messages.AgentID) bool {
 	if caller == "" || !r.rt.cfg.ancestors {
 		return false
 	}
-	for a, ok := r.agents[owner]; ok && a.parent != ""; a, ok = r.agents[a.parent] {
-		if a.parent == caller {
+	return r.descends(owner, caller)
+}
+
+// descends reports whether agent is ancestor or one of its descendants (agents
+// registered WithParent below it), walking agent's parents. The owner fence (visible)
+// and event scopes (publish) both ask it.
+func (r *registry) descends(agent, ancestor messages.AgentID) bool {
+	for a := agent; a != ""; {
+		if a == ancestor {
 			return true
 		}
+		e, ok := r.agents[a]
+		if !ok {
+			return false
+		}
+		a = e.parent
 	}
 	return false
 }

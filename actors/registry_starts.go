@@ -92,10 +92,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.seq++
 	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq}
-	b := &r.unowned
-	if m.snap.Owner != "" {
-		b = &r.agents[m.snap.Owner].bucket
-	}
+	b := r.bucketOf(m.snap.Owner) // the owner cannot be gone: its disposal waits for this start
 	b.ids = append(b.ids, m.snap.ID)
 	r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
 	r.rt.metrics.taskStarted(m.snap.Kind)
