@@ -286,14 +286,14 @@ func waitResult(id messages.TaskID, m any) (messages.Snapshot, error) {
 	}
 }
 
-// OnDone subscribes a listener to every task settlement, in settlement order. Each
+// OnDone adds a listener of every task settlement, in settlement order. Each
 // listener has its own actor, whose mailbox is its queue, so a slow or panicking
 // listener (the panic is logged) harms neither the registry nor other listeners. The
-// returned function unsubscribes: no call starts after it returns, and it waits for a
+// returned function removes it: no call starts after it returns, and it waits for a
 // call in progress unless it is called from inside that call. Listeners are silent
 // from the moment Close begins.
-func (t *Tasks) OnDone(fn func(messages.Snapshot)) (unsubscribe func()) {
-	return t.rt.subscribe(fn)
+func (t *Tasks) OnDone(fn func(messages.Snapshot)) (remove func()) {
+	return t.rt.addListener(fn)
 }
 
 // AttachSurface attaches a named control surface: while none is attached, Start fails

@@ -8,7 +8,7 @@
 //	├── agent actor "a1"        one per registered owning agent
 //	│   └── task actor bash-1   one per background task owned by a1
 //	├── task actor bash-7       unowned task: child of the registry, dies with the runtime
-//	└── listener actor          one per OnDone subscription; its mailbox is its queue
+//	└── listener actor          one per OnDone listener; its mailbox is its queue
 //
 // Every caller operation goes to the registry, which checks the owner fence and
 // answers from its index (Get, List) or forwards the request to the task actor,

@@ -139,13 +139,13 @@ type agentReply struct {
 // notifyTask claims a settled task's one completion notice. Reply: *agentReply.
 type notifyTask struct{ id messages.TaskID }
 
-// subscribe spawns a listener actor for an OnDone listener. Reply: *subscribeReply.
-type subscribe struct{ l *listener }
+// addListener spawns a listener actor for an OnDone listener. Reply: *addListenerReply.
+type addListener struct{ l *listener }
 
-type subscribeReply struct{ pid *actor.PID }
+type addListenerReply struct{ pid *actor.PID }
 
-// unsubscribe stops a listener actor. No reply.
-type unsubscribe struct{ pid *actor.PID }
+// dropListener stops a listener actor (the listener was removed). No reply.
+type dropListener struct{ pid *actor.PID }
 
 // closeRuntime closes the runtime. Reply: *errReply, from the stopped registry.
 type closeRuntime struct{}
@@ -281,8 +281,8 @@ func (*removeCleanup) isRegistryMsg() {}
 func (*disposeAgent) isRegistryMsg()  {}
 func (*lookupAgent) isRegistryMsg()   {}
 func (*notifyTask) isRegistryMsg()    {}
-func (*subscribe) isRegistryMsg()     {}
-func (*unsubscribe) isRegistryMsg()   {}
+func (*addListener) isRegistryMsg()   {}
+func (*dropListener) isRegistryMsg()  {}
 func (*closeRuntime) isRegistryMsg()  {}
 func (*taskSpawned) isRegistryMsg()   {}
 func (*taskChanged) isRegistryMsg()   {}

@@ -279,15 +279,15 @@ func (r *registry) receive(ctx actor.Context) {
 		ctx.Respond(&attachReply{handle: r.nextSurface})
 	case *detachSurface:
 		delete(r.surfaces, m.handle)
-	case *subscribe:
+	case *addListener:
 		if r.phase != runtimeOpen {
-			ctx.Respond(&subscribeReply{})
+			ctx.Respond(&addListenerReply{})
 			return
 		}
 		pid := ctx.Spawn(newListenerProps(r.rt, m.l))
 		r.listeners[pid.Id] = pid
-		ctx.Respond(&subscribeReply{pid: pid})
-	case *unsubscribe:
+		ctx.Respond(&addListenerReply{pid: pid})
+	case *dropListener:
 		if _, ok := r.listeners[m.pid.Id]; ok {
 			delete(r.listeners, m.pid.Id)
 			ctx.Poison(m.pid)
