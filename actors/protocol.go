@@ -240,10 +240,12 @@ type outcomeMsg struct {
 
 // cancelResult: a Cancel call returned (cancel goroutine → task).
 type cancelResult struct {
-	err      error
-	teardown bool
-	sender   *actor.PID // the KillTask requester; nil for teardown
+	err    error
+	sender *actor.PID // the KillTask requester; nil for a teardown (a request without a sender never reaches a task)
 }
+
+// teardown reports whether the Cancel was a teardown's rather than a kill's.
+func (r *cancelResult) teardown() bool { return r.sender == nil }
 
 // settleTimeout: a torn-down task's settle timer fired.
 type settleTimeout struct{}
