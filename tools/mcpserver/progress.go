@@ -55,11 +55,11 @@ func (r runner) Run(ctx context.Context, c bash.Command, timeout time.Duration) 
 		close(latest)
 		sender.Wait()
 	}()
-	return r.p.RunProgress(ctx, c, timeout, r.interval, func(n int, line string) {
+	return r.p.RunWithProgress(ctx, c, timeout, bash.Progress{Every: r.interval, Report: func(n int, line string) {
 		select { // only this goroutine sends: after the drain, the send cannot block
 		case <-latest:
 		default:
 		}
 		latest <- progress{n, tools.Label(line)}
-	})
+	}})
 }
