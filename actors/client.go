@@ -244,15 +244,15 @@ func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messag
 	return rep.Result, rep.Err
 }
 
-// Peek is an observer read: up to max raw bytes of a stream task's output from byte
+// Peek is an observer read: up to maxBytes raw bytes of a stream task's output from byte
 // offset off on, without moving the consuming cursor the model reads with — a UI can
 // tail a task without stealing its output. The result says where the next read
 // starts and how many bytes from off on are no longer held (outside the head and
-// tail the producer keeps, or dropped). max <= 0 means 64 KiB; at most 1 MiB is
+// tail the producer keeps, or dropped). maxBytes <= 0 means 64 KiB; at most 1 MiB is
 // returned. Tasks without an output stream fail with ErrNoOutputStream; a tombstone
 // returns no bytes and its snapshot. The owner fence applies as to every call.
-func (t *Tasks) Peek(ctx context.Context, id messages.TaskID, caller messages.AgentID, off int64, max int) (messages.PeekResult, error) {
-	m, err := t.rt.ask(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: max})
+func (t *Tasks) Peek(ctx context.Context, id messages.TaskID, caller messages.AgentID, off int64, maxBytes int) (messages.PeekResult, error) {
+	m, err := t.rt.ask(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: maxBytes})
 	if err != nil {
 		return messages.PeekResult{}, taskErr(id, err)
 	}

@@ -104,10 +104,10 @@ type Output interface {
 	// the end of the line that matched, and the matched text; otherwise it consumes
 	// nothing and ok is false.
 	ReadMatch(re *regexp.Regexp) (out, match string, ok bool)
-	// Peek returns up to max raw bytes from offset off on without consuming anything:
+	// Peek returns up to maxBytes raw bytes from offset off on without consuming anything:
 	// next is the offset after them, missed how many bytes from off on are no longer
 	// held and were skipped.
-	Peek(off int64, max int) (data []byte, next, missed int64)
+	Peek(off int64, maxBytes int) (data []byte, next, missed int64)
 	// Written is how many bytes the work has written so far.
 	Written() int64
 	// OnGrow sets the function to call, from the writer's goroutine, after the

@@ -23,7 +23,7 @@ func withReporter(ctx context.Context, r reporter) context.Context {
 }
 
 // runner is the bash tool's tools.BashRunner: the producer itself, and for a
-// foreground command whose context carries a reporter, the producer's RunProgress:
+// foreground command whose context carries a reporter, the producer's RunWithProgress:
 // once per interval the reporter gets the latest output line. The result is the
 // producer's, so every string the model sees is the same with or without progress.
 type runner struct {
