@@ -336,7 +336,7 @@ func (t *Tasks) Notify(ctx context.Context, id messages.TaskID, text string) (bo
 	if !r.live || r.injector == nil {
 		return false, nil
 	}
-	if err := inject(ctx, r.injector, text); err != nil {
+	if err := inject(messages.WithNoticeTask(ctx, id), r.injector, text); err != nil {
 		return false, err
 	}
 	t.rt.metrics.notice("delivered")
