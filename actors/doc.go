@@ -23,7 +23,7 @@
 //	runtime (registry.go)   open → closing → stopping → stopped
 //	agent, registry's view  open → awaitingStarts → draining → awaitingChildren → stopping → gone
 //	agent actor (agent.go)  open → draining (cleanups) → tearingDown (tasks) → quiesced → stopping
-//	task actor (task.go)    running → stopping → settled → released
+//	task actor (task.go)    running → stopping → settled (then stopped: Release runs)
 //
 // The guarantee the tree exists for: disposing an agent returns only after its
 // cleanups ran and every task it owns has settled (transitively, through child

@@ -28,9 +28,11 @@ import (
 //	   │                                              │ teardownCancelFailed, settleTimedOut
 //	   ▼                                              ▼
 //	settled ◀─────────────────────────────────────────┘
-//	   │ (actor stopped: owner disposed, runtime closed)
-//	   ▼
-//	released — the producer's Release has run (after every Cancel call returned)
+//
+// settled is the last phase: the record is then dropped (evicted by retention, owner
+// disposed, runtime closed) by stopping the actor, whose Stopped handler runs the
+// producer's Release once every producer call returned (stopped). That is the end
+// of the actor, not a phase of it.
 //
 // The Done channel is watched on a goroutine that sends the outcome home, and Cancel
 // runs on a goroutine that sends its result home, so no producer code ever runs on
@@ -84,22 +86,22 @@ type taskTransition int
 
 const (
 	// killAccepted: a kill whose Cancel returned nil moves running → stopping; a
-	// failing Cancel leaves the task untouched (checklist 6).
+	// failing Cancel leaves the task untouched (docs/semantics.md, rule 6).
 	killAccepted taskTransition = iota
 	// teardownBegan: teardown (dispose, close) moves running → stopping before the
 	// producer's Cancel is called, so no observer sees running once the producer was
-	// asked to stop (checklist 4).
+	// asked to stop (docs/semantics.md, rule 4).
 	teardownBegan
-	// outcomeDelivered: the first outcome Done delivers settles the task (checklist 4).
+	// outcomeDelivered: the first outcome Done delivers settles the task (docs/semantics.md, rule 4).
 	outcomeDelivered
 	// doneClosedEmpty: Done closed without an outcome is a producer contract violation
-	// that fails the task (checklist 12).
+	// that fails the task (docs/semantics.md, rule 12).
 	doneClosedEmpty
 	// teardownCancelFailed: a Cancel that errors during teardown force-fails the task,
-	// and teardown goes on (checklist 12).
+	// and teardown goes on (docs/semantics.md, rule 12).
 	teardownCancelFailed
 	// settleTimedOut: a torn-down task that does not settle within SettleTimeout is
-	// recorded failed as abandoned (checklist 10).
+	// recorded failed as abandoned (docs/semantics.md, rule 10).
 	settleTimedOut
 )
 
