@@ -28,8 +28,8 @@ func (r *registry) reserve(m *reserveStart) *reserveReply {
 	if len(r.surfaces) == 0 {
 		return fail(messages.ErrNoSurface)
 	}
-	if !messages.KindPattern.MatchString(m.kind) {
-		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.kind, messages.KindPattern))
+	if !messages.KindPattern().MatchString(m.kind) {
+		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.kind, messages.KindPattern()))
 	}
 	if strings.TrimSpace(m.label) == "" {
 		return fail(fmt.Errorf("%w: label is empty", messages.ErrInvalidSpec))

@@ -127,8 +127,12 @@ type Spec struct {
 	Run func() (Hooks, error)
 }
 
-// KindPattern is the shape of a valid Spec.Kind.
-var KindPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+// KindPattern is the shape of a valid Spec.Kind, `^[a-z][a-z0-9_-]*$`. It is a
+// function so that nobody can replace the pattern the runtime checks starts with;
+// the Regexp is shared: use it, do not change it (Longest).
+func KindPattern() *regexp.Regexp { return kindPattern }
+
+var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 
 // Snapshot is the read-only projection of a task.
 type Snapshot struct {

@@ -118,14 +118,14 @@ func (p *Producer) RunProgress(ctx context.Context, c Command, timeout, interval
 	return p.RunWithProgress(ctx, c, timeout, Progress{Every: interval, Report: progress})
 }
 
-// ProgressWindow is how many of the output's last bytes RunWithProgress looks at
+// progressWindow is how many of the output's last bytes RunWithProgress looks at
 // for the latest line.
-const ProgressWindow = 4 << 10
+const progressWindow = 4 << 10
 
-// latestLine is the latest line in the last ProgressWindow bytes of out, read
+// latestLine is the latest line in the last progressWindow bytes of out, read
 // without consuming (see RunProgress).
 func latestLine(out *output.Buffer) string {
-	data, _, _ := out.Peek(out.Written()-ProgressWindow, ProgressWindow)
+	data, _, _ := out.Peek(out.Written()-progressWindow, progressWindow)
 	return lastLine(data)
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// LogLogger is the logger name of the notices sent as notifications/message.
-const LogLogger = "taskrt"
+// logLogger is the logger name of the notices sent as notifications/message.
+const logLogger = "taskrt"
 
 // logBuffer bounds the notices waiting to be sent as log messages, per session.
 // Log messages are a courtesy: when a client does not read them fast enough, the
@@ -114,7 +114,7 @@ func (s *session) sendLogs() {
 		case <-s.ctx.Done():
 			return
 		case text := <-s.logs:
-			_ = s.ss.Log(s.ctx, &mcp.LoggingMessageParams{Logger: LogLogger, Level: "info", Data: text})
+			_ = s.ss.Log(s.ctx, &mcp.LoggingMessageParams{Logger: logLogger, Level: "info", Data: text})
 		}
 	}
 }
