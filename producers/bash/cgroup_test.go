@@ -296,7 +296,7 @@ func init() {
 		if os.Getenv("HOST_MODE") == "cgroup" {
 			mode = CgroupContainment
 		}
-		p := New(WithContainment(mode), WithSpillDir(os.TempDir()), WithCgroupRoot(os.Getenv("HOST_CGROUP_ROOT")))
+		p := New(WithContainment(mode), WithSpillDir(os.TempDir()), WithCgroupRoot(os.Getenv("HOST_CGROUP_ROOT")), testSandbox())
 		h, err := p.Start(Command{Command: os.Getenv("HOST_COMMAND")})
 		if err != nil {
 			fmt.Println("error:", err)
