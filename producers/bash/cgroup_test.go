@@ -116,7 +116,11 @@ func TestLeftoverCgroupsOfADeadProcessAreKilledAndRemoved(t *testing.T) {
 func limitTask(t *testing.T, p *Producer, c Command) (*testTask, *taskCgroup) {
 	t.Helper()
 	h := startTask(t, p, c)
-	cg, ok := h.task.jail.(*taskCgroup)
+	j := h.task.jail
+	if sj, ok := j.(*sandboxJail); ok {
+		j = sj.jail
+	}
+	cg, ok := j.(*taskCgroup)
 	require.True(t, ok, "a cgroup-mode task")
 	return h, cg
 }
