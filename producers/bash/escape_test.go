@@ -95,16 +95,16 @@ func userProcesses() int {
 }
 
 // upFunc declares `up`, which an escaped process runs once it is in place: it
-// appends its pid and its pid namespace (upLine) to the file $UP. A file rather than
-// the output, so that a process whose output is closed can report too, so that the
-// command itself can wait for its escape to be complete, and so that the test can
-// check that every process that reported is gone, marker or not. The namespace
-// tells a sandboxed process (whose pid is its sandbox's) from an unsandboxed one.
-const upFunc = `up() { echo $BASHPID $(readlink /proc/self/ns/pid) >> "$UP"; }` + "\n"
+// appends its pid to the file $UP. A file rather than the output, so that a process
+// whose output is closed can report too, so that the command itself can wait for
+// its escape to be complete, and so that the test can check that every process
+// that reported is gone, marker or not. Inside a sandbox ($UP_NS set) it appends its
+// pid namespace too, since its pid is its sandbox's (see requireGone); outside, it
+// starts no process for that.
+const upFunc = `up() { echo $BASHPID ${UP_NS:+$(readlink /proc/self/ns/pid)} >> "$UP"; }` + "\n"
 
-// upLine is what a `bash -c` escapee appends to $UP itself: $$ and its pid
-// namespace, as up does.
-const upLine = `echo $$ $(readlink /proc/self/ns/pid) >> "$UP"`
+// upLine is what a `bash -c` escapee appends to $UP itself, as up does.
+const upLine = `echo $$ ${UP_NS:+$(readlink /proc/self/ns/pid)} >> "$UP"`
 
 // escapee is a command that leaves processes behind.
 type escapee struct {
@@ -123,7 +123,7 @@ var escapees = []escapee{
 	{"a setsid child that closes its output and keeps running",
 		`setsid bash -c 'exec >&- 2>&- </dev/null; ` + upLine + `; exec sleep 1000' &`, 1, 1, false},
 	{"an env -i setsid -f child that closes its output and keeps running",
-		`env -i UP="$UP" setsid -f bash -c 'exec >&- 2>&- </dev/null; trap "" TERM; ` + upLine + `; exec sleep 1000'`, 1, 1, true},
+		`env -i UP="$UP" UP_NS="$UP_NS" setsid -f bash -c 'exec >&- 2>&- </dev/null; trap "" TERM; ` + upLine + `; exec sleep 1000'`, 1, 1, true},
 	{"a setsid child without the marker that keeps running",
 		`(unset TASKRT_BASH_TASK; setsid bash -c '` + upLine + `; exec sleep 1000' </dev/null >/dev/null 2>&1 &)`, 1, 1, true},
 }
@@ -133,7 +133,11 @@ type upFile string
 
 // command is e followed by suffix, reporting to f.
 func (f upFile) command(e escapee, suffix string) Command {
-	return Command{Command: upFunc + e.spawn + "\n" + suffix, Env: []string{"UP=" + string(f)}}
+	env := []string{"UP=" + string(f)}
+	if os.Getenv(sandboxEnv) != "" {
+		env = append(env, "UP_NS=1")
+	}
+	return Command{Command: upFunc + e.spawn + "\n" + suffix, Env: env}
 }
 
 func newUpFile(t *testing.T) upFile {
@@ -157,10 +161,10 @@ func (f upFile) requireGone(t *testing.T) {
 		if line == "" {
 			continue // nobody reported
 		}
-		field, ns, _ := strings.Cut(line, " ")
+		field, ns, _ := strings.Cut(strings.TrimSpace(line), " ")
 		pid, err := strconv.Atoi(field)
 		require.NoError(t, err)
-		if ns != own {
+		if ns != "" && ns != own {
 			if live := liveInNamespace(t, ns); len(live) > 0 {
 				t.Errorf("process %d of %s, which reported up, still runs: %v are alive there", pid, ns, live)
 			}

@@ -155,6 +155,17 @@ func (p *Producer) SandboxDetail() string {
 	return "bwrap at " + p.sb.path + ": " + p.cfg.sandbox.describe()
 }
 
+// CheckSandbox reports whether sandboxed commands can start here: nil, or the
+// ErrSandboxUnavailable every sandboxed Start and Run fails with (no bwrap, or bwrap
+// cannot build the sandbox). It runs the availability check if no start did yet (a
+// sandboxed /bin/true, about as long as one sandboxed command's start) and
+// remembers its answer. An embedder that promises sandboxed commands can call it
+// at startup and refuse to run without.
+func (p *Producer) CheckSandbox() error {
+	_, err := p.sb.check()
+	return err
+}
+
 // describe says what a sandbox allows, in words a model or a log reader needs.
 func (s Sandbox) describe() string {
 	if !s.On() {
