@@ -159,6 +159,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	plain := fs.Bool("plain", false, "no status line")
 	timeout := fs.Duration("timeout", 0, "abort the play after this long")
 	withMetrics := fs.Bool("metrics", false, "print the runtime's metrics after the summary")
+	var sandbox bash.Sandbox
+	fs.Func("sandbox", "run the commands in a bubblewrap sandbox of this `mode`: off (default), read-only or workspace-write", func(v string) (err error) {
+		sandbox.Mode, err = bash.ParseSandboxMode(v)
+		return err
+	})
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -190,7 +195,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	r := agentsim.NewRenderer(stdout, mode)
 	r.Header(sc)
-	playOpts := []agentsim.Option{agentsim.WithObserver(r.Observe)}
+	playOpts := []agentsim.Option{agentsim.WithObserver(r.Observe), agentsim.WithBashOptions(bash.WithSandbox(sandbox))}
 	var metrics *metricsReader
 	if *withMetrics {
 		metrics = newMetricsReader()
