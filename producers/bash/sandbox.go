@@ -142,14 +142,19 @@ func (p *Producer) Sandbox() Sandbox {
 
 // SandboxDetail says how sandboxed commands run ("bwrap at /usr/bin/bwrap: …"), or
 // why they cannot (then every sandboxed start fails with ErrSandboxUnavailable).
-// It is "no sandbox" for a producer without a default sandbox that has not yet
-// started a sandboxed command.
+// For a producer without a default sandbox it is "no sandbox", followed, once a
+// command asked for one, by where bwrap is or why it cannot be used.
 func (p *Producer) SandboxDetail() string {
-	if !p.cfg.sandbox.On() && !p.sb.checked() {
-		return "no sandbox"
+	if !p.cfg.sandbox.On() {
+		if !p.sb.checked() {
+			return "no sandbox"
+		}
+		if _, err := p.sb.check(); err != nil {
+			return "no sandbox; " + err.Error()
+		}
+		return "no sandbox; bwrap at " + p.sb.path + " for the commands that ask for one"
 	}
-	_, err := p.sb.check()
-	if err != nil {
+	if _, err := p.sb.check(); err != nil {
 		return err.Error()
 	}
 	return "bwrap at " + p.sb.path + ": " + p.cfg.sandbox.describe()

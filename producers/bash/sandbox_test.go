@@ -313,6 +313,12 @@ func TestProducerReportsItsSandbox(t *testing.T) {
 			assert.Equal(t, tc.wantDetail, p.SandboxDetail())
 		})
 	}
+	t.Run("a producer without a default names bwrap once a command asked for a sandbox", func(t *testing.T) {
+		p := newTestProducer(t)
+		_, o := sandboxed(t, p, Command{Command: "true", Dir: t.TempDir(), Sandbox: &Sandbox{Mode: SandboxReadOnly}})
+		assert.Equal(t, "exit code: 0", o.Detail)
+		assert.Equal(t, "no sandbox; bwrap at "+path+" for the commands that ask for one", p.SandboxDetail())
+	})
 	t.Run("the modes parse from their names", func(t *testing.T) {
 		for _, m := range []SandboxMode{SandboxOff, SandboxReadOnly, SandboxWorkspaceWrite} {
 			got, err := ParseSandboxMode(m.String())
