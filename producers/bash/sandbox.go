@@ -3,7 +3,6 @@ package bash
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -257,13 +256,9 @@ func (p *Producer) sandboxFor(c Command) (*sandboxPlan, error) {
 	if _, err := p.sb.check(); err != nil {
 		return nil, err
 	}
-	dir := c.Dir
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("%w: the working directory: %v", ErrSandbox, err)
-		}
-		dir = wd
+	dir, err := filepath.Abs(c.Dir) // "" is this process's working directory
+	if err != nil {
+		return nil, fmt.Errorf("%w: the working directory: %v", ErrSandbox, err)
 	}
 	var writable, visible []string
 	if s.Mode == SandboxReadOnly {

@@ -477,3 +477,18 @@ func awaitExits(t *testing.T, fds []unix.PollFd) {
 		}
 	}
 }
+
+// A relative working directory is the workspace too, resolved against this
+// process's.
+func TestSandboxRelativeWorkingDirectory(t *testing.T) {
+	requireSandbox(t)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	ws, err := os.MkdirTemp(wd, "sandbox-ws-")
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, os.RemoveAll(ws)) })
+	p := newTestProducer(t, WithSandbox(Sandbox{Mode: SandboxWorkspaceWrite}))
+	out, o := sandboxed(t, p, Command{Command: "pwd; echo x > f && cat f", Dir: filepath.Base(ws)})
+	assert.Equal(t, "exit code: 0", o.Detail)
+	assert.Equal(t, ws+"\nx\n", out)
+}
