@@ -220,6 +220,9 @@ func TestSandboxUnavailableStartsNothing(t *testing.T) {
 	ws := t.TempDir()
 	marker := filepath.Join(ws, "ran")
 	command := Command{Command: "touch " + marker, Dir: ws}
+	// What bwrap says where user namespaces are off, from a stand-in that says it.
+	noUserns := filepath.Join(t.TempDir(), "bwrap")
+	require.NoError(t, os.WriteFile(noUserns, []byte("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces. On e.g. debian this can be enabled with '\\''sysctl kernel.unprivileged_userns_clone=1'\\''.' >&2\nexit 1\n"), 0o755))
 	tests := []struct {
 		name string
 		opts []Option
@@ -231,7 +234,9 @@ func TestSandboxUnavailableStartsNothing(t *testing.T) {
 		{"a missing bwrap, asked for by the command", []Option{WithBwrap(filepath.Join(ws, "no-bwrap"))},
 			func(c Command) Command { c.Sandbox = &Sandbox{Mode: SandboxReadOnly}; return c }, "no bubblewrap"},
 		{"a bwrap that cannot build the sandbox", []Option{WithBwrap("/bin/false"), WithSandbox(Sandbox{Mode: SandboxReadOnly})},
-			func(c Command) Command { return c }, "/bin/false cannot build a sandbox here"},
+			func(c Command) Command { return c }, "/bin/false cannot build a sandbox here: exit status 1"},
+		{"no user namespaces", []Option{WithBwrap(noUserns), WithSandbox(Sandbox{Mode: SandboxWorkspaceWrite})},
+			func(c Command) Command { return c }, noUserns + " cannot build a sandbox here: bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces."},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name+" fails the start", func(t *testing.T) {
