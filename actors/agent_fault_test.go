@@ -25,9 +25,10 @@ func TestAgentPanicMidDisposalIsReportedAndDisposeReturns(t *testing.T) {
 		nth      int32  // which one of them (1: the first)
 		midDrain bool   // the cleanup registered from inside the drain still runs
 	}{
-		{"a lost beginDispose is sent again", "*actors.beginDispose", 1, true},
+		{"a lost runCleanups is sent again", "*actors.runCleanups", 1, true},
 		{"a lost cleanup end gives up that cleanup, the rest still run", "*actors.cleanupDone", 1, true},
 		{"a mid-drain registration that panics is answered with the fault", "*actors.addCleanup", 2, false},
+		{"a lost tearDownTasks is sent again", "*actors.tearDownTasks", 1, true},
 		{"a lost teardownDone asks the task again", "*actors.teardownDone", 1, true},
 		{"a lost stopAgent is sent again", "*actors.stopAgent", 1, true},
 	} {

@@ -20,10 +20,13 @@
 // The runtime, each agent and each task have an explicit phase and one function that
 // changes it; each file draws its machine:
 //
-//	runtime (registry.go)   open → closing → stopping → stopped
-//	agent, registry's view  open → awaitingStarts → draining → awaitingChildren → stopping → gone
-//	agent actor (agent.go)  open → draining (cleanups) → tearingDown (tasks) → quiesced → stopping
-//	task actor (task.go)    running → stopping → settled (then stopped: Release runs)
+//	runtime (registry.go)          open → closing → stopping → stopped
+//	agent (registry_agents.go)     open → awaitingStarts → cleaning → tearingDown → awaitingChildren → stopping → gone
+//	task actor (task.go)           running → stopping → settled (then stopped: Release runs)
+//
+// An agent's phase is the registry's; the agent actor (agent.go) carries out the
+// command each phase sends on entry — runCleanups, tearDownTasks, stopAgent — and
+// reports when it is done (cleanupsRan, tasksSettled, its Terminated).
 //
 // The guarantee the tree exists for: disposing an agent returns only after its
 // cleanups ran and every task it owns has settled (transitively, through child

@@ -191,9 +191,12 @@ type agentFailed struct {
 	err *messages.PanicError
 }
 
-// agentQuiesced: a disposing agent actor drained its cleanups and every task it owns
-// has settled.
-type agentQuiesced struct{ id messages.AgentID }
+// cleanupsRan: a disposing agent actor ran its cleanups (runCleanups is done).
+type cleanupsRan struct{ id messages.AgentID }
+
+// tasksSettled: a disposing agent actor's tasks have all settled (tearDownTasks is
+// done).
+type tasksSettled struct{ id messages.AgentID }
 
 // startsOverdue: starts in flight held a teardown longer than the settle timeout.
 type startsOverdue struct{ owner messages.AgentID }
@@ -208,8 +211,16 @@ type spawnTask struct {
 	starter *actor.PID
 }
 
-// beginDispose: drain the cleanups, then tear down the tasks (registry → agent).
-type beginDispose struct{ reason string }
+// runCleanups: run the agent's cleanups, those registered from inside them included;
+// answer cleanupsRan (registry → agent). drain marks the cleanups' contexts.
+type runCleanups struct {
+	reason string
+	drain  uint64
+}
+
+// tearDownTasks: tear down every task of the agent; answer tasksSettled (registry →
+// agent).
+type tearDownTasks struct{ reason string }
 
 // cleanupDone: a cleanup returned (drain goroutine → agent).
 type cleanupDone struct {
@@ -218,7 +229,8 @@ type cleanupDone struct {
 }
 
 // stopAgent: the registry dropped the agent's records and poisoned its task actors;
-// stop once they are gone (registry → agent).
+// stop once they are gone (registry → agent). No answer: the registry sees
+// Terminated.
 type stopAgent struct{}
 
 // ---- task actor ----
@@ -289,13 +301,15 @@ func (*closeRuntime) isRegistryMsg()  {}
 func (*taskSpawned) isRegistryMsg()   {}
 func (*taskChanged) isRegistryMsg()   {}
 func (*taskSettled) isRegistryMsg()   {}
-func (*agentQuiesced) isRegistryMsg() {}
+func (*cleanupsRan) isRegistryMsg()   {}
+func (*tasksSettled) isRegistryMsg()  {}
 func (*startsOverdue) isRegistryMsg() {}
 func (*teardownDone) isRegistryMsg()  {}
 func (*spawnTask) isAgentMsg()        {}
 func (*addCleanup) isAgentMsg()       {}
 func (*removeCleanup) isAgentMsg()    {}
-func (*beginDispose) isAgentMsg()     {}
+func (*runCleanups) isAgentMsg()      {}
+func (*tearDownTasks) isAgentMsg()    {}
 func (*cleanupDone) isAgentMsg()      {}
 func (*teardownDone) isAgentMsg()     {}
 func (*stopAgent) isAgentMsg()        {}

@@ -84,7 +84,8 @@ func (e *taskEntry) report() { e.snap.Reported = true }
 const (
 	agentOpen             agentPhase = iota // accepting starts, cleanups and notices
 	agentAwaitingStarts                     // disposing: starts in flight must commit or abort first
-	agentDraining                           // the agent actor runs cleanups, then tears its tasks down
+	agentCleaning                           // the agent actor runs its cleanups (runCleanups)
+	agentTearingDown                        // the agent actor tears its tasks down (tearDownTasks)
 	agentAwaitingChildren                   // its tasks settled; its child agents are still disposing
 	agentStopping                           // records dropped, task actors poisoned, actor stopping
 )
@@ -327,13 +328,13 @@ func (r *registry) receive(ctx actor.Context) {
 		ctx.Respond(&errReply{err: r.register(ctx, m)})
 	case *addCleanup:
 		a, ok := r.agents[m.agent]
-		if !ok || a.phase > agentDraining || (a.phase != agentOpen && m.drain == 0) {
+		if !ok || a.phase > agentCleaning || (a.phase != agentOpen && (m.drain == 0 || m.drain != a.drain)) {
 			ctx.Respond(&addCleanupReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.agent)})
 			return
 		}
 		ctx.Forward(a.pid)
 	case *removeCleanup:
-		if a, ok := r.agents[m.agent]; ok && a.phase <= agentDraining {
+		if a, ok := r.agents[m.agent]; ok && a.phase <= agentCleaning {
 			ctx.Forward(a.pid)
 		}
 	case *disposeAgent:
@@ -348,8 +349,12 @@ func (r *registry) receive(ctx actor.Context) {
 		if a, ok := r.agents[m.id]; ok {
 			r.agentFailed(ctx, a, m.err)
 		}
-	case *agentQuiesced:
-		if a, ok := r.agents[m.id]; ok && a.phase == agentDraining {
+	case *cleanupsRan:
+		if a, ok := r.agents[m.id]; ok && a.phase == agentCleaning {
+			r.advanceAgent(ctx, a, agentTearingDown)
+		}
+	case *tasksSettled:
+		if a, ok := r.agents[m.id]; ok && a.phase == agentTearingDown {
 			r.advanceAgent(ctx, a, agentAwaitingChildren)
 		}
 
