@@ -48,6 +48,18 @@ func tellListener(c actor.SenderContext, listener *actor.PID, m listenerMsg) { c
 
 func tellSetWaiter(c actor.SenderContext, waiter *actor.PID, m setWaiterMsg) { c.Send(waiter, m) }
 
+// tellTeardownDone answers a teardown's requester, the registry or an agent actor
+// (teardownDone is in both sets).
+func tellTeardownDone(c actor.SenderContext, requester *actor.PID, m *teardownDone) {
+	c.Send(requester, m)
+}
+
+// requestRegistry sends the registry one of its internal requests from outside any
+// actor, naming replyTo as the sender to answer.
+func requestRegistry(rt *Runtime, m registryMsg, replyTo *actor.PID) {
+	rt.system.Root.RequestWithCustomSender(rt.registry, m, replyTo)
+}
+
 // ---- sent by the typed client to the registry ----
 
 // reserveStart is a start's preflight (client → registry). On success the registry

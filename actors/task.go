@@ -430,7 +430,7 @@ func (t *task) answerTeardown(ctx actor.Context) {
 	if t.teardownBy == nil || t.phase != phaseSettled || (t.calls.inFlight > 0 && !t.overdue) {
 		return
 	}
-	ctx.Send(t.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
+	tellTeardownDone(ctx, t.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
 	t.teardownBy = nil
 	if t.settleT != nil {
 		t.settleT.Stop()
