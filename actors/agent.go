@@ -71,14 +71,13 @@ func (a *agent) Receive(ctx actor.Context) {
 // task's teardownDone), and with it the event the disposal waits for. The actor is
 // not restarted (its children are its tasks). Instead a requester is answered with
 // the fault, the fault goes to the registry (which returns it from Dispose and sends
-// its current command again), and the agent redoes the step of the command it is
-// carrying out that waits for an event, so that the disposal still ends:
+// its current command again: a lost command is carried out then), and the agent
+// redoes what the lost event would have done, so that the disposal still ends:
 //
-//	runCleanups    the cleanup in flight is given up (its end may have been the lost
-//	               message); the rest still run
-//	tearDownTasks  every task not yet accounted for is asked again (a settled task
-//	               answers at once); one that stopped meanwhile counts as done
-//	stopAgent      stop if no task actor is left
+//	cleanupDone                the cleanup is over: the drain goes on with the next
+//	teardownDone, Terminated   every task not yet accounted for is asked again (a
+//	                           settled task answers at once; one that stopped counts
+//	                           as done), and a stopping agent stops if none is left
 //
 // A panic while doing that is logged and goes no further.
 func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
@@ -87,14 +86,16 @@ func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
 	}
 	tellRegistry(ctx, a.rt, &agentFailed{id: a.id, err: pe})
 	err := messages.Contain("agent actor recovery", func() error {
-		if a.drain != 0 {
+		switch ctx.Message().(type) {
+		case *cleanupDone:
 			a.running = nil
 			a.runNext(ctx)
+		case *teardownDone, *actor.Terminated:
+			if len(a.awaiting) > 0 {
+				a.tearDown(ctx)
+			}
+			a.stopIfEmpty(ctx)
 		}
-		if len(a.awaiting) > 0 {
-			a.tearDown(ctx)
-		}
-		a.stopIfEmpty(ctx)
 		return nil
 	})
 	if err != nil {

@@ -44,14 +44,13 @@ func TestAgentPanicMidDisposalIsReportedAndDisposeReturns(t *testing.T) {
 			register(t, rt, "a1")
 			f := newFake()
 			start(t, rt, f.spec("bash", "a1", true))
-			first, second := make(chan struct{}), make(chan struct{})
-			var registerErr error
+			registered, second := make(chan error, 1), make(chan struct{})
 			_, err := rt.Agents().OnCleanup(bg, "a1", func(ctx context.Context) error {
-				close(first)
-				_, registerErr = rt.Agents().OnCleanup(ctx, "a1", func(context.Context) error {
+				_, err := rt.Agents().OnCleanup(ctx, "a1", func(context.Context) error {
 					close(second)
 					return nil
 				})
+				registered <- err
 				return nil
 			})
 			require.NoError(t, err)
@@ -66,7 +65,7 @@ func TestAgentPanicMidDisposalIsReportedAndDisposeReturns(t *testing.T) {
 			assert.Equal(t, "agent bug", pe.Value)
 			assert.True(t, fired.Load())
 
-			<-first
+			registerErr := <-registered // the first cleanup ran
 			assert.Equal(t, "owner disposed", <-f.Cancels, "the task was torn down")
 			if tc.midDrain {
 				require.NoError(t, registerErr)
