@@ -174,7 +174,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	rt.closing.Store(true)
 	giveUp := func() error { rt.abortCancel(); return ctx.Err() }
 	r := newReply(rt)
-	rt.system.Root.RequestWithCustomSender(rt.registry, &closeRuntime{}, r.pid)
+	requestRegistry(rt, &closeRuntime{}, r.pid)
 	select {
 	case <-r.ch:
 	case <-rt.stopped:

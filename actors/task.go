@@ -28,9 +28,11 @@ import (
 //	   │                                              │ teardownCancelFailed, settleTimedOut
 //	   ▼                                              ▼
 //	settled ◀─────────────────────────────────────────┘
-//	   │ (actor stopped: owner disposed, runtime closed)
-//	   ▼
-//	released — the producer's Release has run (after every Cancel call returned)
+//
+// settled is the last phase: the record is then dropped (evicted by retention, owner
+// disposed, runtime closed) by stopping the actor, whose Stopped handler runs the
+// producer's Release once every producer call returned (stopped). That is the end
+// of the actor, not a phase of it.
 //
 // The Done channel is watched on a goroutine that sends the outcome home, and Cancel
 // runs on a goroutine that sends its result home, so no producer code ever runs on
@@ -49,8 +51,7 @@ type task struct {
 	kills      []*actor.PID // KillTask requesters whose Cancel call is in flight
 	teardownBy *actor.PID   // who asked for teardown; answered teardownDone, then cleared
 
-	calls    sync.WaitGroup // producer calls in flight off the mailbox (Cancel, Input); Release waits for them
-	inFlight int            // the same count, as the mailbox sees it
+	calls producerCalls // producer calls off the mailbox (Cancel, Input)
 
 	untils []*untilWaiter // pending ReadUntil requests, in arrival order
 	grew   atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
@@ -85,22 +86,22 @@ type taskTransition int
 
 const (
 	// killAccepted: a kill whose Cancel returned nil moves running → stopping; a
-	// failing Cancel leaves the task untouched (checklist 6).
+	// failing Cancel leaves the task untouched (docs/semantics.md, rule 6).
 	killAccepted taskTransition = iota
 	// teardownBegan: teardown (dispose, close) moves running → stopping before the
 	// producer's Cancel is called, so no observer sees running once the producer was
-	// asked to stop (checklist 4).
+	// asked to stop (docs/semantics.md, rule 4).
 	teardownBegan
-	// outcomeDelivered: the first outcome Done delivers settles the task (checklist 4).
+	// outcomeDelivered: the first outcome Done delivers settles the task (docs/semantics.md, rule 4).
 	outcomeDelivered
 	// doneClosedEmpty: Done closed without an outcome is a producer contract violation
-	// that fails the task (checklist 12).
+	// that fails the task (docs/semantics.md, rule 12).
 	doneClosedEmpty
 	// teardownCancelFailed: a Cancel that errors during teardown force-fails the task,
-	// and teardown goes on (checklist 12).
+	// and teardown goes on (docs/semantics.md, rule 12).
 	teardownCancelFailed
 	// settleTimedOut: a torn-down task that does not settle within SettleTimeout is
-	// recorded failed as abandoned (checklist 10).
+	// recorded failed as abandoned (docs/semantics.md, rule 10).
 	settleTimedOut
 )
 
@@ -147,7 +148,7 @@ func (t *task) receive(ctx actor.Context) {
 			return
 		}
 		t.kills = append(t.kills, ctx.Sender())
-		t.cancelAsync(m.Reason, false, ctx.Sender())
+		t.cancelAsync(m.Reason, ctx.Sender())
 	case *messages.WaitTask:
 		t.wait(ctx, m)
 	case *abandonWait:
@@ -182,7 +183,7 @@ func (t *task) receive(ctx actor.Context) {
 			self, rt := t.self, t.rt
 			t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
 		}
-		t.cancelAsync(m.reason, true, nil)
+		t.cancelAsync(m.reason, nil)
 	case *cancelResult:
 		t.cancelled(ctx, m)
 	case *messages.InputTask:
@@ -305,22 +306,42 @@ func (t *task) watchDone() {
 	})
 }
 
+// producerCalls tracks the producer calls a task makes off its mailbox. A call is in
+// flight from run (on the mailbox) until the mailbox has taken its result (taken):
+// teardown is answered only once none is. Its producer code runs from run until it
+// returns, which is what Release waits for once the actor may be gone.
+type producerCalls struct {
+	inFlight int            // calls whose result the mailbox has not taken yet
+	running  sync.WaitGroup // calls whose producer code (and result send) has not returned
+}
+
+// run starts f, a producer call that sends its result home, on a goroutine the
+// runtime owns. Called on the mailbox.
+func (c *producerCalls) run(rt *Runtime, what string, f func()) {
+	c.inFlight++
+	c.running.Add(1)
+	rt.goSafe(what, func() {
+		defer c.running.Done()
+		f()
+	})
+}
+
+// taken: the mailbox took a call's result. Called on the mailbox.
+func (c *producerCalls) taken() { c.inFlight-- }
+
 // cancelAsync calls the producer's Cancel off the mailbox; the result comes back as a
-// cancelResult.
-func (t *task) cancelAsync(reason string, isTeardown bool, sender *actor.PID) {
-	t.inFlight++
-	t.calls.Add(1)
+// cancelResult. sender is the KillTask requester; nil for a teardown's Cancel.
+func (t *task) cancelAsync(reason string, sender *actor.PID) {
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
-	rt.goSafe("cancel", func() {
-		defer t.calls.Done()
+	t.calls.run(rt, "cancel", func() {
 		err := messages.Contain("cancel", func() error { return cancel(reason) })
-		tellTask(rt.system.Root, self, &cancelResult{err: err, teardown: isTeardown, sender: sender})
+		tellTask(rt.system.Root, self, &cancelResult{err: err, sender: sender})
 	})
 }
 
 func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
-	t.inFlight--
-	if r.teardown {
+	t.calls.taken()
+	if r.teardown() {
 		if r.err != nil && t.phase != phaseSettled {
 			t.rt.log.Error("taskrt: cancel failed during teardown", "task", t.snap.ID, "err", r.err)
 			t.transition(ctx, teardownCancelFailed, messages.Outcome{Status: messages.Failed,
@@ -406,10 +427,10 @@ func (t *task) liveWaiters() int {
 // Release, must not go while producer code still runs for this task) — or once the
 // settle timer fired, so that a Cancel that hangs cannot hold a disposal forever.
 func (t *task) answerTeardown(ctx actor.Context) {
-	if t.teardownBy == nil || t.phase != phaseSettled || (t.inFlight > 0 && !t.overdue) {
+	if t.teardownBy == nil || t.phase != phaseSettled || (t.calls.inFlight > 0 && !t.overdue) {
 		return
 	}
-	ctx.Send(t.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
+	tellTeardownDone(ctx, t.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
 	t.teardownBy = nil
 	if t.settleT != nil {
 		t.settleT.Stop()
@@ -455,7 +476,7 @@ func (t *task) stopped() {
 	if t.phase != phaseSettled {
 		close(t.watchStop)
 		t.rt.log.Error("taskrt: task actor stopped before its work settled; cancelling it", "task", t.snap.ID)
-		t.cancelAsync("runtime failed", true, nil)
+		t.cancelAsync("runtime failed", nil)
 	}
 	release := t.hooks.Release
 	if release == nil {
@@ -466,11 +487,11 @@ func (t *task) stopped() {
 			t.rt.log.Error("taskrt: Release panicked", "task", t.snap.ID, "err", err)
 		}
 	}
-	if t.inFlight == 0 {
+	if t.calls.inFlight == 0 {
 		run()
 		return
 	}
-	t.rt.goSafe("release", func() { t.calls.Wait(); run() })
+	t.rt.goSafe("release", func() { t.calls.running.Wait(); run() })
 }
 
 func invalidWaitTimeout(d time.Duration) error {

@@ -315,20 +315,20 @@ func (o *Buffer) ReadMatch(re *regexp.Regexp) (out, match string, ok bool) {
 	return "", "", false
 }
 
-// Peek returns up to max raw bytes of the output from offset off on, without moving
+// Peek returns up to maxBytes raw bytes of the output from offset off on, without moving
 // the consuming cursor: next is the offset after the returned bytes, and missed how
 // many bytes from off on are no longer held (between the head and the tail, past
 // the spill cap) and were skipped. Past the end it returns no bytes and next = off.
-func (o *Buffer) Peek(off int64, max int) (data []byte, next, missed int64) {
+func (o *Buffer) Peek(off int64, maxBytes int) (data []byte, next, missed int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	off = maxInt64(off, 0)
-	if off >= o.written || max <= 0 {
+	if off >= o.written || maxBytes <= 0 {
 		return nil, off, 0
 	}
 	avail := []span{{0, maxInt64(int64(len(o.head)), o.filePrefix())}, {o.tailStart(), o.written}}
 	for _, s := range intersect([]span{{off, o.written}}, avail) {
-		s.to = minInt64(s.to, s.from+int64(max))
+		s.to = minInt64(s.to, s.from+int64(maxBytes))
 		b, err := o.fetch(s)
 		if err != nil {
 			continue

@@ -79,15 +79,15 @@ type Server struct {
 
 // phase is the Server's lifecycle:
 //
-//	open ──Close──▶ closing ──(sessions ended, runtime closed)──▶ closed
+//	open ──Close──▶ closing ──(sessions ended, runtime closed)──▶ (the closed channel is closed)
 //
-// Sessions begin only while open.
+// Sessions begin only while open. The end of the teardown is not a phase: nothing
+// asks for it but Close, which waits on the closed channel.
 type phase int
 
 const (
 	open phase = iota
 	closing
-	closed
 )
 
 // New creates a Server: a runtime, a bash producer, the task tools attached to the
@@ -265,11 +265,7 @@ func (s *Server) teardown() {
 	closing.Wait()
 	s.wg.Wait()
 	s.tasks.Close()
-	err := s.rt.Close(context.Background())
-	s.mu.Lock()
-	s.phase = closed
-	s.mu.Unlock()
-	s.closeErr = err
+	s.closeErr = s.rt.Close(context.Background())
 	close(s.closed)
 }
 

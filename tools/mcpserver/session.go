@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,8 +11,8 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// LogLogger is the logger name of the notices sent as notifications/message.
-const LogLogger = "taskrt"
+// logLogger is the logger name of the notices sent as notifications/message.
+const logLogger = "taskrt"
 
 // logBuffer bounds the notices waiting to be sent as log messages, per session.
 // Log messages are a courtesy: when a client does not read them fast enough, the
@@ -67,8 +66,8 @@ func newSession(s *Server, ss *mcp.ServerSession, owner messages.AgentID) *sessi
 
 // inject is the owner's injector. The runtime calls it on a listener goroutine
 // shared by every session, so it never blocks.
-func (s *session) inject(_ context.Context, text string) error {
-	id, _ := noticeTaskID(text)
+func (s *session) inject(ctx context.Context, text string) error {
+	id, _ := messages.NoticeTask(ctx)
 	s.mu.Lock()
 	if s.over {
 		s.mu.Unlock()
@@ -81,19 +80,6 @@ func (s *session) inject(_ context.Context, text string) error {
 	default: // courtesy only; the tool result still carries it
 	}
 	return nil
-}
-
-// noticeTaskID reads the task id from a notice ("background task <id> (…").
-func noticeTaskID(text string) (messages.TaskID, bool) {
-	rest, ok := strings.CutPrefix(text, "background task ")
-	if !ok {
-		return "", false
-	}
-	id, _, ok := strings.Cut(rest, " ")
-	if !ok || id == "" {
-		return "", false
-	}
-	return messages.TaskID(id), true
 }
 
 // takeNotices removes the pending notices and returns those still news to the
@@ -128,7 +114,7 @@ func (s *session) sendLogs() {
 		case <-s.ctx.Done():
 			return
 		case text := <-s.logs:
-			_ = s.ss.Log(s.ctx, &mcp.LoggingMessageParams{Logger: LogLogger, Level: "info", Data: text})
+			_ = s.ss.Log(s.ctx, &mcp.LoggingMessageParams{Logger: logLogger, Level: "info", Data: text})
 		}
 	}
 }
