@@ -1,0 +1,108 @@
+//go:build linux
+
+package bash
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// idleHostChildren makes n idle processes children of this process, the way a
+// long-lived host collects them: a shell starts them and exits, and this process,
+// a child subreaper, receives them on its main thread, where the orphans of tasks
+// arrive too. The test's cleanup kills them and reaps each by pid, which fails if
+// anything else reaped one meanwhile (a stolen status).
+func idleHostChildren(t *testing.T, n int) []int {
+	t.Helper()
+	require.NoError(t, enableSubreaper())
+	if n == 0 {
+		return nil
+	}
+	sleep := uniqueSleep()
+	cmd := exec.Command("/bin/bash", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do %s </dev/null >/dev/null 2>&1 & echo $!; done`, n, sleep))
+	cmd.Env = append(os.Environ(), markerEnv+"=")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	require.Len(t, pids, n)
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			require.NoError(t, unix.Kill(pid, unix.SIGKILL))
+		}
+		for _, pid := range pids {
+			var ws unix.WaitStatus
+			for {
+				_, err := unix.Wait4(pid, &ws, 0, nil)
+				if errors.Is(err, unix.EINTR) {
+					continue
+				}
+				require.NoError(t, err, "idle host child %d is still this process's to reap", pid)
+				assert.Equal(t, syscall.SIGKILL, ws.Signal(), "idle host child %d died of the test's SIGKILL", pid)
+				break
+			}
+		}
+	})
+	return pids
+}
+
+// TestASettleReadsOnlyItsOwnTasksProcesses pins the cost rule of cgroup mode (no
+// per-task step reads the host's children): what a settle reads in /proc does not
+// grow with the host's children. Each subtest settles the same tasks with 0 and
+// with 300 idle host children and counts the reaper's reads of single processes'
+// files; before the reaper knew its children, a settle read two files per host
+// child (600 here). The orphans a task leaves, zombies already or killed by the
+// settle, are reaped all the same, and no idle child's status is taken.
+func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
+	requireCgroups(t)
+	const settles = 8
+	for _, tc := range []struct {
+		name    string
+		command string
+		perTask int64 // reads a settle may cost, beside its own processes'
+	}{
+		{"a task that leaves nothing", "/bin/true", 4},
+		{"a task whose orphan is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10},
+		{"a task whose orphan the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			perSettle := map[int]float64{}
+			for _, n := range []int{0, 300} {
+				idleHostChildren(t, n)
+				p := newTestProducer(t, WithContainment(CgroupContainment))
+				run := func() {
+					h := startTask(t, p, Command{Command: tc.command})
+					o := h.awaitDone(t, settleLimit)
+					require.Equal(t, messages.Completed, o.Status, o.Detail)
+					h.Release()
+				}
+				run() // the reaper meets the host's children once
+				before := reaps.children.reads.Load()
+				for range settles {
+					run()
+				}
+				got := reaps.children.reads.Load() - before
+				perSettle[n] = float64(got) / settles
+				assert.LessOrEqual(t, got, settles*tc.perTask, "reads in %d settles with %d idle host children", settles, n)
+				requireQuiet(t, p)
+			}
+			t.Logf("reads per settle: %v", perSettle)
+		})
+	}
+}
