@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,8 @@ func (r *reaper) round(active []*reapReq) map[string]bool {
 // it. Usually that is one stat read, whatever the number of children.
 type children struct {
 	known []child // the previous reading, classified
+	spare []child // the reading before, reused for the next one
+	pids  []int   // the latest list, reused
 	buf   []byte  // for reading the children list
 	// reads counts the /proc files read about single processes (stat, cgroup), for
 	// tests: what a settle costs.
@@ -194,7 +197,8 @@ type child struct {
 // classify reads the main thread's children and returns them classified.
 func (cs *children) classify() []child {
 	pids := cs.list()
-	now := make([]child, len(pids))
+	now := slices.Grow(cs.spare[:0], len(pids))[:len(pids)]
+	clear(now)
 	matched, i := 0, 0
 	for k, pid := range pids {
 		j := i
@@ -222,7 +226,7 @@ func (cs *children) classify() []child {
 		}
 		kept = append(kept, c)
 	}
-	cs.known = kept
+	cs.known, cs.spare = kept, cs.known
 	return kept
 }
 
@@ -275,12 +279,13 @@ func (cs *children) list() []int {
 		b = b[:len(b)+n]
 	}
 	cs.buf = b[:0]
-	pids := make([]int, 0, len(b)/6+1)
+	pids := cs.pids[:0]
 	for f := range bytes.FieldsSeq(b) {
 		if pid, ok := atou(f); ok {
 			pids = append(pids, int(pid))
 		}
 	}
+	cs.pids = pids
 	return pids
 }
 

@@ -106,3 +106,45 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReaperRound is one reaper round with no task settling (what a settle
+// adds to its own processes' reads): reading and matching this process's children,
+// with 0 and 2,000 idle host children.
+func BenchmarkReaperRound(b *testing.B) {
+	for _, n := range []int{0, 2000} {
+		b.Run(fmt.Sprintf("host-children=%d", n), func(b *testing.B) {
+			stop := benchHostChildren(b, n)
+			defer stop()
+			var r reaper
+			req := []*reapReq{{line: "0::/nothing-settles-here\n"}}
+			r.round(req)
+			reads := r.children.reads.Load()
+			b.ResetTimer()
+			for b.Loop() {
+				r.round(req)
+			}
+			b.ReportMetric(float64(r.children.reads.Load()-reads)/float64(b.N), "reads/op")
+		})
+	}
+}
+
+// benchHostChildren is idleHostChildren for benchmarks.
+func benchHostChildren(b *testing.B, n int) (stop func()) {
+	b.Helper()
+	require.NoError(b, enableSubreaper())
+	if n == 0 {
+		return func() {}
+	}
+	cmd := exec.Command("/bin/bash", "-c", fmt.Sprintf(`for i in $(seq 1 %d); do %s </dev/null >/dev/null 2>&1 & echo $!; done`, n, uniqueSleep()))
+	cmd.Env = append(os.Environ(), markerEnv+"=")
+	out, err := cmd.Output()
+	require.NoError(b, err)
+	return func() {
+		for _, f := range strings.Fields(string(out)) {
+			pid, _ := strconv.Atoi(f)
+			_ = unix.Kill(pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, 0, nil)
+		}
+	}
+}
