@@ -54,6 +54,10 @@ type task struct {
 
 	untils []*untilWaiter // pending ReadUntil requests, in arrival order
 	grew   atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
+	// listening is set while a ReadUntil is pending (written on the mailbox, read by
+	// the growth callback): growth is sent home only then or while events have a
+	// subscriber.
+	listening atomic.Bool
 
 	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
 	writing   bool          // an Input call is in flight
@@ -117,6 +121,9 @@ func (t *task) Receive(ctx actor.Context) {
 	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
+	}
+	if len(t.untils) == 0 && t.listening.Load() {
+		t.listening.Store(false)
 	}
 }
 
