@@ -406,7 +406,7 @@ func (o *Buffer) pieces(from, end int64) []piece {
 	var ps []piece
 	cursor := from
 	for _, s := range shown {
-		b, err := o.fetch(s)
+		b, err := o.fetchInto(rawBuf(int(s.to-s.from)), s)
 		if err != nil {
 			o.log.Warn("reading spill file", "path", o.path, "err", err)
 			continue // the span is reported as left out below
@@ -434,7 +434,8 @@ func (o *Buffer) pieces(from, end int64) []piece {
 	return ps
 }
 
-// assemble renders pieces: bytes safely, each marker on a line of its own.
+// assemble renders pieces: bytes safely, each marker on a line of its own. The
+// pieces' bytes go back to the pool once rendered.
 func assemble(ps []piece) string {
 	if len(ps) == 1 && ps[0].marker == "" && utf8.Valid(ps[0].raw) && bytes.IndexByte(ps[0].raw, 0) < 0 {
 		// The bytes are fetch's copy, referenced nowhere else: the string takes
@@ -442,9 +443,17 @@ func assemble(ps []piece) string {
 		return unsafe.String(unsafe.SliceData(ps[0].raw), len(ps[0].raw))
 	}
 	var sb strings.Builder
+	size := 0
+	for _, p := range ps {
+		// A NUL renders as three bytes; so does an invalid byte, which is rare
+		// enough to leave to the builder's growth.
+		size += len(p.raw) + 2*bytes.Count(p.raw, []byte{0}) + len(p.marker) + 1
+	}
+	sb.Grow(size)
 	for _, p := range ps {
 		if p.marker == "" {
 			renderSafe(&sb, p.raw)
+			putRawBuf(p.raw)
 			continue
 		}
 		if sb.Len() > 0 && !strings.HasSuffix(sb.String(), "\n") {
@@ -453,6 +462,27 @@ func assemble(ps []piece) string {
 		sb.WriteString(p.marker)
 	}
 	return sb.String()
+}
+
+// rawBufs holds the byte copies of reads being rendered, for reuse: a flood's
+// reads would otherwise leave one maxRead-sized copy each for the collector.
+var rawBufs sync.Pool
+
+// rawBuf returns an empty slice with room for n bytes.
+func rawBuf(n int) []byte {
+	if p, ok := rawBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// putRawBuf returns b's memory to the pool; b must be referenced nowhere else.
+func putRawBuf(b []byte) {
+	if cap(b) < 4<<10 || cap(b) > 1<<20 {
+		return
+	}
+	b = b[:0]
+	rawBufs.Put(&b)
 }
 
 // markerLine is the one-line account of the omitted span s, with its line end.
@@ -479,8 +509,10 @@ func (o *Buffer) markerLine(s span) string {
 
 // fetch copies the stream bytes of s, which must be available, from memory or the
 // spill file. Callers hold o.mu.
-func (o *Buffer) fetch(s span) ([]byte, error) {
-	b := make([]byte, 0, s.to-s.from)
+func (o *Buffer) fetch(s span) ([]byte, error) { return o.fetchInto(make([]byte, 0, s.to-s.from), s) }
+
+// fetchInto is fetch appending to b. Callers hold o.mu.
+func (o *Buffer) fetchInto(b []byte, s span) ([]byte, error) {
 	tailStart := o.tailStart()
 	for off := s.from; off < s.to; {
 		switch {
@@ -596,7 +628,6 @@ func renderSafe(sb *strings.Builder, b []byte) {
 		sb.Write(b)
 		return
 	}
-	sb.Grow(len(b) + len(b)/2)
 	for len(b) > 0 {
 		i := 0
 		for i < len(b) && b[i] != 0 && b[i] < utf8.RuneSelf {
