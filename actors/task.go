@@ -32,9 +32,9 @@ import (
 //	   ▼
 //	released — the producer's Release has run (after every Cancel call returned)
 //
-// The Done channel is watched on a goroutine that sends the outcome home, and Cancel
-// runs on a goroutine that sends its result home, so no producer code ever runs on
-// the mailbox except the non-blocking ReadOutput.
+// The Done channel is watched off the mailbox (donewatch.go), which sends the
+// outcome home, and Cancel runs on a goroutine that sends its result home, so no
+// producer code ever runs on the mailbox except the non-blocking ReadOutput.
 type task struct {
 	rt      *Runtime
 	self    *actor.PID
@@ -59,14 +59,14 @@ type task struct {
 	// subscriber.
 	listening atomic.Bool
 
-	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
-	writing   bool          // an Input call is in flight
-	inputShut bool          // an input with eof was accepted: later inputs are refused
-	parked    *parkedInput  // a failed write whose answer waits for the task's end
-	watchStop chan struct{} // closed to stop the Done watcher
-	settleT   *time.Timer   // armed by teardown; fires settleTimeout
-	overdue   bool          // the settle timer fired: answer teardown even with a Cancel hung
-	stopAt    time.Time     // when the task moved to stopping (for the stop-duration metric)
+	inputs    []*inputReq  // accepted inputs not yet answered, in arrival order; [0] is being written when writing
+	writing   bool         // an Input call is in flight
+	inputShut bool         // an input with eof was accepted: later inputs are refused
+	parked    *parkedInput // a failed write whose answer waits for the task's end
+	watch     *watch       // the Done watch; nil when the outcome was there at once
+	settleT   *time.Timer  // armed by teardown; fires settleTimeout
+	overdue   bool         // the settle timer fired: answer teardown even with a Cancel hung
+	stopAt    time.Time    // when the task moved to stopping (for the stop-duration metric)
 }
 
 type taskPhase int
@@ -110,7 +110,7 @@ const (
 
 func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, starter *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter, watchStop: make(chan struct{})}
+		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
 	}, actor.WithDispatcher(rt.pool))
 }
 
@@ -247,7 +247,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		if t.liveWaiters() > 0 || len(t.kills) > 0 {
 			t.markReported()
 		}
-		close(t.watchStop)
+		t.stopWatch()
 		var size int64
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
@@ -301,15 +301,25 @@ func (t *task) outcome(ctx actor.Context, m *outcomeMsg) {
 }
 
 // watchDone waits for the producer's Done off the mailbox and sends the outcome home.
+// An outcome that is there already (work done within Run) is taken at once, without
+// a watcher goroutine; it still goes home as a message, after whatever watchOutput
+// sent, so that output is announced before the settlement either way.
 func (t *task) watchDone() {
-	done, stop, self, rt := t.hooks.Done, t.watchStop, t.self, t.rt
-	rt.goSafe("done watcher", func() {
-		select {
-		case o, ok := <-done:
-			tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
-		case <-stop:
-		}
-	})
+	done, self, rt := t.hooks.Done, t.self, t.rt
+	select {
+	case o, ok := <-done:
+		tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
+		return
+	default:
+	}
+	t.watch = rt.watcher.add(done, self)
+}
+
+// stopWatch ends the Done watch (settled, or the actor stops).
+func (t *task) stopWatch() {
+	if t.watch != nil {
+		t.watch.stop()
+	}
 }
 
 // cancelAsync calls the producer's Cancel off the mailbox; the result comes back as a
@@ -460,7 +470,7 @@ func (t *task) stopped() {
 		t.settleT.Stop()
 	}
 	if t.phase != phaseSettled {
-		close(t.watchStop)
+		t.stopWatch()
 		t.rt.log.Error("taskrt: task actor stopped before its work settled; cancelling it", "task", t.snap.ID)
 		t.cancelAsync("runtime failed", true, nil)
 	}
