@@ -175,7 +175,10 @@ func ContainmentTable(ctx context.Context, idles []int, runs, rounds int) ([]Con
 // ContainmentTableAt is ContainmentTable for idle sets that may be children of
 // this process.
 func ContainmentTableAt(ctx context.Context, idles []Idle, runs, rounds int) ([]ContainmentRow, error) {
-	impls := []ContainmentImpl{ContainCgroup, ContainSweep, ContainExec}
+	return containmentTable(ctx, idles, []ContainmentImpl{ContainCgroup, ContainSweep, ContainExec}, runs, rounds)
+}
+
+func containmentTable(ctx context.Context, idles []Idle, impls []ContainmentImpl, runs, rounds int) ([]ContainmentRow, error) {
 	var rows []ContainmentRow
 	for _, idle := range idles {
 		stop, err := idle.start(ctx)
