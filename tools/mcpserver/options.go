@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"log/slog"
 	"time"
+
+	"github.com/taskrt/taskrt/producers/bash"
 )
 
 // Defaults of the options.
@@ -36,6 +38,7 @@ type config struct {
 	maxRequestBytes int64
 	pageEventBuffer int
 	logger          *slog.Logger
+	sandbox         bash.Sandbox // of every command (WithSandbox)
 }
 
 func defaultConfig() config {
