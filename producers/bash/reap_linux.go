@@ -186,17 +186,23 @@ type children struct {
 	// reads counts the /proc files read about single processes (stat, cgroup), for
 	// tests: what a settle costs.
 	reads atomic.Int64
+	// readStat and cgroupOf replace the /proc reads in tests (nil: read /proc).
+	readStat func(pid int) (procInfo, bool)
+	cgroupOf func(pid int) string
 }
 
 type child struct {
 	pid   int
 	start uint64 // with pid, the identity of the process
-	line  string // its cgroup, as /proc/PID/cgroup says ("0::/…\n"); "" when unreadable
+	line  string // its cgroup, as /proc/PID/cgroup says ("0::/…\n")
 }
 
 // classify reads the main thread's children and returns them classified.
-func (cs *children) classify() []child {
-	pids := cs.list()
+func (cs *children) classify() []child { return cs.match(cs.list()) }
+
+// match classifies pids, the children list as just read, against the previous
+// reading.
+func (cs *children) match(pids []int) []child {
 	now := slices.Grow(cs.spare[:0], len(pids))[:len(pids)]
 	clear(now)
 	matched, i := 0, 0
@@ -230,23 +236,30 @@ func (cs *children) classify() []child {
 	return kept
 }
 
-// identify reads pid's start time and cgroup; false when it vanished meanwhile or
-// was replaced by another process.
+// identify reads pid's start time and cgroup; false when it vanished meanwhile, was
+// replaced by another process, or its cgroup could not be read.
 func (cs *children) identify(pid int) (child, bool) {
 	p, ok := cs.stat(pid)
 	if !ok {
 		return child{}, false
 	}
 	cs.reads.Add(1)
-	line := cgroupOf(pid)
-	if again, ok := cs.stat(pid); !ok || again.start != p.start {
-		return child{}, false
+	cgroup := cgroupOf
+	if cs.cgroupOf != nil {
+		cgroup = cs.cgroupOf
+	}
+	line := cgroup(pid)
+	if again, ok := cs.stat(pid); !ok || again.start != p.start || line == "" {
+		return child{}, false // an unknown cgroup is looked at again next round, never cached
 	}
 	return child{pid: pid, start: p.start, line: line}, true
 }
 
 func (cs *children) stat(pid int) (procInfo, bool) {
 	cs.reads.Add(1)
+	if cs.readStat != nil {
+		return cs.readStat(pid)
+	}
 	return readStat(pid)
 }
 

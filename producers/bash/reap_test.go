@@ -148,3 +148,66 @@ func benchHostChildren(b *testing.B, n int) (stop func()) {
 		}
 	}
 }
+
+// fakeProcs is a process table for children.match: pid → (start time, cgroup).
+type fakeProcs map[int]struct {
+	start uint64
+	line  string
+}
+
+func (f fakeProcs) install(cs *children) {
+	cs.readStat = func(pid int) (procInfo, bool) {
+		p, ok := f[pid]
+		return procInfo{pid: pid, start: p.start}, ok
+	}
+	cs.cgroupOf = func(pid int) string { return f[pid].line }
+}
+
+// The reaper reads what a child is once: a later reading of the children list is
+// matched in the kernel's order against the previous one, and a pid that was reaped
+// and reused by a new child is caught by its start time, wherever it sits. Each case
+// is two readings of the list with the process table between them; want is each
+// child's cgroup after the second, and reads what the second cost.
+func TestChildrenAreReadOnceAndReusedPidsAreCaught(t *testing.T) {
+	type proc = struct {
+		start uint64
+		line  string
+	}
+	host, task := "0::/\n", "0::/taskrt/task-1-1\n"
+	for _, tc := range []struct {
+		name          string
+		first, second []int
+		change        func(f fakeProcs) // between the readings
+		want          []string
+		maxReads      int64
+	}{
+		{"nothing changed: one stat proves the list", []int{10, 11, 12}, []int{10, 11, 12},
+			func(fakeProcs) {}, []string{host, host, host}, 1},
+		{"children reaped, new ones appended", []int{10, 11, 12}, []int{10, 12, 13},
+			func(f fakeProcs) { delete(f, 11); f[13] = proc{50, task} }, []string{host, host, task}, 1 + 3},
+		{"the last child's pid reused by a task's orphan", []int{10, 11}, []int{10, 11},
+			func(f fakeProcs) { f[11] = proc{60, task} }, []string{host, task}, 2 + 3},
+		{"a middle pid reused, appended after the others", []int{10, 11, 12}, []int{10, 12, 11},
+			func(f fakeProcs) { f[11] = proc{60, task} }, []string{host, host, task}, 1 + 3},
+		{"the last two pids reaped and reused in order", []int{10, 11, 12}, []int{10, 11, 12},
+			func(f fakeProcs) { f[11] = proc{60, task}; f[12] = proc{61, task} }, []string{host, task, task}, 3 + 6},
+		{"the last matched child vanished before its check", []int{10, 11, 12}, []int{10, 11, 12},
+			func(f fakeProcs) { delete(f, 12) }, []string{host, host}, 2 + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fakeProcs{10: {1, host}, 11: {2, host}, 12: {3, host}}
+			var cs children
+			f.install(&cs)
+			cs.match(tc.first)
+			tc.change(f)
+			before := cs.reads.Load()
+			var got []string
+			for _, c := range cs.match(tc.second) {
+				got = append(got, c.line)
+				assert.Equal(t, f[c.pid].start, c.start, "pid %d is known as the process it is", c.pid)
+			}
+			assert.Equal(t, tc.want, got)
+			assert.LessOrEqual(t, cs.reads.Load()-before, tc.maxReads, "reads of the second reading")
+		})
+	}
+}
