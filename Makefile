@@ -55,7 +55,7 @@ stress: ## randomized stress with invariant checks, and 10,000 model-based seque
 	$(GO) run ./bench/cmd/taskrt-stress -duration $(STRESS_DURATION)
 	$(GO) test -run TestModelBased -count=1 -v ./actors -rapid.checks=10000
 
-killstorm: ## bash containment: /bin/true per mode (0 and 2,000 idle processes) and 2,000 tasks disposed at once, both modes
+killstorm: ## bash containment: /bin/true per mode (0 and 2,000 idle processes elsewhere, 2,000 idle host children) and 2,000 tasks disposed at once, both modes
 	$(GO) run ./bench/cmd/taskrt-killstorm -true
 
 soak: ## mixed load; fails if heap, goroutines, fds or processes grow after warm-up

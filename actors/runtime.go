@@ -63,6 +63,9 @@ type Runtime struct {
 	// replies is a free list of reply processes whose answer was received.
 	replies chan *reply
 
+	// watcher watches the running tasks' Done channels (see donewatch.go).
+	watcher doneWatcher
+
 	metrics *instruments
 }
 
@@ -89,6 +92,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	}
 	rt := &Runtime{cfg: cfg, log: cfg.logger, stopped: make(chan struct{}), replies: make(chan *reply, 256)}
 	rt.abort, rt.abortCancel = context.WithCancel(context.Background())
+	rt.watcher.rt = rt
 	in, err := newInstruments(rt, cfg.meters)
 	if err != nil {
 		return nil, fmt.Errorf("taskrt: metrics: %w", err)

@@ -34,9 +34,9 @@ import (
 // producer's Release once every producer call returned (stopped). That is the end
 // of the actor, not a phase of it.
 //
-// The Done channel is watched on a goroutine that sends the outcome home, and Cancel
-// runs on a goroutine that sends its result home, so no producer code ever runs on
-// the mailbox except the non-blocking ReadOutput.
+// The Done channel is watched off the mailbox (donewatch.go), which sends the
+// outcome home, and Cancel runs on a goroutine that sends its result home, so no
+// producer code ever runs on the mailbox except the non-blocking ReadOutput.
 type task struct {
 	rt      *Runtime
 	self    *actor.PID
@@ -55,15 +55,19 @@ type task struct {
 
 	untils []*untilWaiter // pending ReadUntil requests, in arrival order
 	grew   atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
+	// listening is set while a ReadUntil is pending (written on the mailbox, read by
+	// the growth callback): growth is sent home only then or while events have a
+	// subscriber.
+	listening atomic.Bool
 
-	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
-	writing   bool          // an Input call is in flight
-	inputShut bool          // an input with eof was accepted: later inputs are refused
-	parked    *parkedInput  // a failed write whose answer waits for the task's end
-	watchStop chan struct{} // closed to stop the Done watcher
-	settleT   *time.Timer   // armed by teardown; fires settleTimeout
-	overdue   bool          // the settle timer fired: answer teardown even with a Cancel hung
-	stopAt    time.Time     // when the task moved to stopping (for the stop-duration metric)
+	inputs    []*inputReq  // accepted inputs not yet answered, in arrival order; [0] is being written when writing
+	writing   bool         // an Input call is in flight
+	inputShut bool         // an input with eof was accepted: later inputs are refused
+	parked    *parkedInput // a failed write whose answer waits for the task's end
+	watch     *watch       // the Done watch; nil when the outcome was there at once
+	settleT   *time.Timer  // armed by teardown; fires settleTimeout
+	overdue   bool         // the settle timer fired: answer teardown even with a Cancel hung
+	stopAt    time.Time    // when the task moved to stopping (for the stop-duration metric)
 }
 
 type taskPhase int
@@ -107,7 +111,7 @@ const (
 
 func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, starter *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter, watchStop: make(chan struct{})}
+		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
 	}, actor.WithDispatcher(rt.pool))
 }
 
@@ -118,6 +122,9 @@ func (t *task) Receive(ctx actor.Context) {
 	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
+	}
+	if len(t.untils) == 0 && t.listening.Load() {
+		t.listening.Store(false)
 	}
 }
 
@@ -241,7 +248,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		if t.liveWaiters() > 0 || len(t.kills) > 0 {
 			t.markReported()
 		}
-		close(t.watchStop)
+		t.stopWatch()
 		var size int64
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
@@ -295,15 +302,25 @@ func (t *task) outcome(ctx actor.Context, m *outcomeMsg) {
 }
 
 // watchDone waits for the producer's Done off the mailbox and sends the outcome home.
+// An outcome that is there already (work done within Run) is taken at once, without
+// a watcher goroutine; it still goes home as a message, after whatever watchOutput
+// sent, so that output is announced before the settlement either way.
 func (t *task) watchDone() {
-	done, stop, self, rt := t.hooks.Done, t.watchStop, t.self, t.rt
-	rt.goSafe("done watcher", func() {
-		select {
-		case o, ok := <-done:
-			tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
-		case <-stop:
-		}
-	})
+	done, self, rt := t.hooks.Done, t.self, t.rt
+	select {
+	case o, ok := <-done:
+		tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
+		return
+	default:
+	}
+	t.watch = rt.watcher.add(done, self)
+}
+
+// stopWatch ends the Done watch (settled, or the actor stops).
+func (t *task) stopWatch() {
+	if t.watch != nil {
+		t.watch.stop()
+	}
 }
 
 // producerCalls tracks the producer calls a task makes off its mailbox. A call is in
@@ -474,7 +491,7 @@ func (t *task) stopped() {
 		t.settleT.Stop()
 	}
 	if t.phase != phaseSettled {
-		close(t.watchStop)
+		t.stopWatch()
 		t.rt.log.Error("taskrt: task actor stopped before its work settled; cancelling it", "task", t.snap.ID)
 		t.cancelAsync("runtime failed", nil)
 	}
