@@ -368,3 +368,15 @@ func sandboxName(sp *sandboxPlan) string {
 	}
 	return sp.sandbox.String()
 }
+
+// environ is a sandboxed task's environment: env with TMPDIR=/tmp, the private
+// /tmp, whatever this process's TMPDIR, unless Command.Env (extra) sets it. os/exec
+// keeps the last of duplicate keys, so it goes at the end.
+func (sp *sandboxPlan) environ(env, extra []string) []string {
+	for _, kv := range extra {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			return env
+		}
+	}
+	return append(env, "TMPDIR=/tmp")
+}

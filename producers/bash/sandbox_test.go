@@ -497,3 +497,25 @@ func TestSandboxRelativeWorkingDirectory(t *testing.T) {
 	assert.Equal(t, "exit code: 0", o.Detail)
 	assert.Equal(t, ws+"\nx\n", out)
 }
+
+// TMPDIR is the private /tmp inside a sandbox, whatever this process's, unless the
+// command sets its own.
+func TestSandboxTMPDIR(t *testing.T) {
+	requireSandbox(t)
+	t.Setenv("TMPDIR", "/var/tmp")
+	p := newTestProducer(t, WithSandbox(Sandbox{Mode: SandboxReadOnly}))
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"this process's is replaced", nil, "/tmp\n"},
+		{"the command's own is kept", []string{"TMPDIR=/tmp/own"}, "/tmp/own\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, o := sandboxed(t, p, Command{Command: `echo "$TMPDIR"`, Dir: t.TempDir(), Env: tc.env})
+			assert.Equal(t, "exit code: 0", o.Detail)
+			assert.Equal(t, tc.want, out)
+		})
+	}
+}

@@ -113,6 +113,16 @@ func (p *Producer) start(c Command) (*task, error) {
 		return nil, fmt.Errorf("%w: %s limits need cgroup containment, and this producer uses %s mode (%s)",
 			ErrLimitsUnavailable, lim.names(), p.mode, p.detail)
 	}
+	seq := p.seq.Add(1)
+	marker := p.prefix + fmt.Sprint(seq)
+	extraEnv := c.Env
+	if tty {
+		extraEnv = append([]string{"TERM=dumb"}, c.Env...) // Command.Env may set another
+	}
+	env, err := environ(extraEnv, marker)
+	if err != nil {
+		return nil, err
+	}
 	if c.Dir != "" {
 		// os/exec reports a missing directory as the shell not being found; say what
 		// is really wrong.
@@ -126,18 +136,8 @@ func (p *Producer) start(c Command) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	seq := p.seq.Add(1)
-	marker := p.prefix + fmt.Sprint(seq)
-	extraEnv := c.Env
-	if tty {
-		extraEnv = append([]string{"TERM=dumb"}, extraEnv...) // Command.Env may set another
-	}
 	if sb != nil {
-		extraEnv = append([]string{"TMPDIR=/tmp"}, extraEnv...) // the private /tmp, whatever this process uses
-	}
-	env, err := environ(extraEnv, marker)
-	if err != nil {
-		return nil, err
+		env = sb.environ(env, c.Env)
 	}
 	log := p.cfg.logger.With("marker", marker)
 
