@@ -519,3 +519,56 @@ func TestSandboxTMPDIR(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSandboxTrue is one /bin/true per iteration through Start and Done, per
+// containment mode, without a sandbox and in each sandbox mode, so that benchstat
+// can compare the columns (make bench has the same comparison as a table row).
+func BenchmarkSandboxTrue(b *testing.B) {
+	if _, _, err := probeSandbox(DefaultBwrap, DefaultShell); err != nil {
+		b.Skipf("no sandbox here: %v", err)
+	}
+	for _, mode := range []Containment{CgroupContainment, SweepContainment} {
+		for _, sm := range []SandboxMode{SandboxOff, SandboxReadOnly, SandboxWorkspaceWrite} {
+			b.Run("mode="+mode.String()+"/sandbox="+sm.String(), func(b *testing.B) {
+				p := New(WithSpillDir(b.TempDir()), WithContainment(mode), WithSandbox(Sandbox{Mode: sm}))
+				if p.startErr != nil {
+					b.Skip(p.startErr)
+				}
+				dir := b.TempDir()
+				for b.Loop() {
+					h, err := p.Start(Command{Command: "/bin/true", Dir: dir})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if o := <-h.Done; o.Detail != "exit code: 0" {
+						b.Fatalf("outcome %+v", o)
+					}
+					h.Release()
+				}
+			})
+		}
+	}
+}
+
+// Once a sandboxed task has settled, nothing of its sandbox is alive: not the
+// processes its shell left, and not the sandbox's init, which the kernel lets
+// finish last, after the task's cgroup is already empty (it waits in the kernel
+// for the others to be reaped). Run a few times per mode: the window between the
+// cgroup's emptying and the init's exit is short; the escape tests inside the
+// sandbox (a 127-process fork bomb) hit it under load before settle waited for the
+// init.
+func TestNothingOfTheSandboxOutlivesDone(t *testing.T) {
+	requireSandbox(t)
+	forEachMode(t, func(t *testing.T, mode Option) {
+		p := newTestProducer(t, mode, WithSandbox(Sandbox{Mode: SandboxReadOnly}))
+		for i := range 5 {
+			h := startTask(t, p, Command{Command: "for i in $(seq 10); do sleep 1000 & done; setsid sleep 1000 & readlink /proc/self/ns/pid", Dir: t.TempDir()})
+			o := h.awaitDone(t, settleLimit)
+			require.Equal(t, "exit code: 0", o.Detail, "run %d", i)
+			ns := strings.TrimSpace(h.ReadOutput())
+			require.True(t, strings.HasPrefix(ns, "pid:["), "run %d: %q", i, ns)
+			require.Empty(t, liveInNamespace(t, ns), "run %d: processes alive in the settled task's sandbox", i)
+			requireQuiet(t, p)
+		}
+	})
+}
