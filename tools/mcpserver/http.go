@@ -1,10 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -82,6 +84,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key := rand.Text()
 		r = r.Clone(r.Context())
 		r.Header.Set(callHeader, key)
+		h.carryBody(r)
 		h.mu.Lock()
 		h.posts[key] = r.Context()
 		h.mu.Unlock()
@@ -105,6 +108,26 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(callHeader)
 	}
 	h.sdk.ServeHTTP(w, r)
+}
+
+// carryBody carries task params past the SDK's decoder (see carry.go). A body
+// over the size cap, or one that cannot be read, goes on as it came, for the SDK
+// to refuse.
+func (h *httpHandler) carryBody(r *http.Request) {
+	limit := h.s.cfg.maxRequestBytes
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil || int64(len(buf)) > limit {
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+		return
+	}
+	out := carry(buf, streamHTTP)
+	r.Body = readCloser{bytes.NewReader(out), r.Body}
+	r.ContentLength = int64(len(out))
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // rebound reports whether r arrived on a loopback address with a Host that is not
