@@ -27,8 +27,17 @@
 //
 // Only the protocol versions with sessions are offered (2025-11-25 and earlier).
 // Version 2026-07-28 is sessionless, so it would leave nothing to own a task and no
-// end at which to kill it; clients fall back. MCP's own protocol-level tasks
-// (tasks/get, …) are not offered either: taskrt's ids are the only task ids.
+// end at which to kill it; clients fall back (a -32022 error lists the versions).
+//
+// # Protocol-level tasks
+//
+// A session at 2025-11-25 over stdio or streamable HTTP is also offered MCP's own
+// tasks (SEP-1686): capabilities.tasks, execution.taskSupport "optional" on bash,
+// and tasks/get, tasks/result, tasks/cancel and tasks/list. A task-augmented bash
+// call becomes a taskrt task of the session's owner (bash-N) whose work is the
+// foreground call itself; its MCP task id is random and maps to the runtime's id
+// (given in _meta["taskrt/task_id"]). See tasks.go for the rules, and
+// docs/mcp-revisions.md.
 //
 // # Notices
 //
