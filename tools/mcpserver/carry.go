@@ -214,3 +214,29 @@ func (s *Server) carried(t mcp.Transport) (mcp.Transport, *stream) {
 	}
 	return t, nil
 }
+
+// namesSessionless reports whether a JSON-RPC message (or the first of a batch)
+// names a sessionless revision in params._meta.
+func namesSessionless(msg []byte) bool {
+	if !bytes.Contains(msg, []byte(mcp.MetaKeyProtocolVersion)) {
+		return false
+	}
+	trimmed := bytes.TrimSpace(msg)
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var batch []json.RawMessage
+		if json.Unmarshal(trimmed, &batch) != nil || len(batch) == 0 {
+			return false
+		}
+		trimmed = batch[0]
+	}
+	var m struct {
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(trimmed, &m) != nil {
+		return false
+	}
+	v, _ := m.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	return v >= SessionlessVersion
+}

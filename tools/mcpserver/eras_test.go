@@ -12,17 +12,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// meta2026 is the per-request _meta a 2026-07-28 (sessionless, SEP-2575) client
+// metaFor is the per-request _meta a sessionless (SEP-2575) client of version
 // puts on every request.
-const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"probe","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+func metaFor(version string) string {
+	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + version + `","io.modelcontextprotocol/clientInfo":{"name":"probe","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+}
 
-// probes2026 are the first requests a 2026-07-28 client may send a server it does
-// not know: server/discover, or straight away an ordinary request with the
-// per-request _meta.
-var probes2026 = []struct{ name, method, tool, body string }{
-	{"server/discover", "server/discover", "", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta2026 + `}}`},
-	{"tools/list with 2026-07-28 _meta", "tools/list", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta2026 + `}}`},
-	{"tools/call with 2026-07-28 _meta", "tools/call", "task_list", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"task_list","arguments":{},` + meta2026 + `}}`},
+// newerRevision is a revision after the newest one served.
+const newerRevision = "2099-01-01"
+
+// probesNewer are the first requests a client of a revision newer than the
+// server's may send: server/discover, or straight away an ordinary request with
+// the per-request _meta. (A 2026-07-28 client is served directly: see
+// sessionless_test.go.)
+var probesNewer = []struct{ name, method, tool, body string }{
+	{"server/discover", "server/discover", "", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + metaFor(newerRevision) + `}}`},
+	{"tools/list with newer _meta", "tools/list", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + metaFor(newerRevision) + `}}`},
+	{"tools/call with newer _meta", "tools/call", "task_list", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"task_list","arguments":{},` + metaFor(newerRevision) + `}}`},
 }
 
 // rpcError is a JSON-RPC error response.
@@ -36,7 +42,8 @@ type rpcError struct {
 }
 
 // checkFallback checks that resp is the -32022 error whose supported list lets a
-// 2026-07-28 client fall back: it names 2025-11-25 and no sessionless version.
+// newer client fall back: it names the sessionless 2026-07-28 and the session
+// revision 2025-11-25, and nothing newer.
 func checkFallback(t *testing.T, resp string) {
 	t.Helper()
 	var e rpcError
@@ -50,24 +57,28 @@ func checkFallback(t *testing.T, resp string) {
 	if err := json.Unmarshal(e.Error.Data, &data); err != nil {
 		t.Fatalf("error data %s: %v", e.Error.Data, err)
 	}
-	if data.Requested != "2026-07-28" {
-		t.Errorf("requested = %q, want 2026-07-28", data.Requested)
+	if data.Requested != newerRevision {
+		t.Errorf("requested = %q, want %s", data.Requested, newerRevision)
 	}
-	if !slices.Contains(data.Supported, "2025-11-25") {
-		t.Errorf("supported = %q, want it to name 2025-11-25, the version to fall back to", data.Supported)
+	for _, want := range []string{"2026-07-28", "2025-11-25"} {
+		if !slices.Contains(data.Supported, want) {
+			t.Errorf("supported = %q, want it to name %s, a revision to fall back to", data.Supported, want)
+		}
 	}
 	for _, v := range data.Supported {
-		if v >= "2026-07-28" {
-			t.Errorf("supported = %q names sessionless %s", data.Supported, v)
+		if v > "2026-07-28" {
+			t.Errorf("supported = %q names %s, which is not served", data.Supported, v)
 		}
 	}
 }
 
-// TestFallbackFrom2026Stdio pins what a client that tries 2026-07-28 first (Claude
-// Code does) meets on a stream transport: -32022 with a supported list, and, on the
-// same connection, a 2025-11-25 session that works.
-func TestFallbackFrom2026Stdio(t *testing.T) {
-	for _, p := range probes2026 {
+// TestFallbackFromNewerStdio pins what a client that tries a revision newer than
+// the server's first meets on a stream transport: -32022 with a supported list,
+// and, on the same connection, a 2025-11-25 session that works. (Before the
+// sessionless revision was served, this was what a 2026-07-28 client met: Claude
+// Code 2.1.328 probes it first and fell back so.)
+func TestFallbackFromNewerStdio(t *testing.T) {
+	for _, p := range probesNewer {
 		t.Run(p.name+" gets -32022, then the fallback session works", func(t *testing.T) {
 			srv := newServer(t)
 			cr, sw := io.Pipe()
@@ -123,17 +134,17 @@ func TestFallbackFrom2026Stdio(t *testing.T) {
 	}
 }
 
-// TestFallbackFrom2026HTTP pins the same over streamable HTTP: a sessionless probe
-// POST gets -32022 with a supported list (and no session), and a 2025-11-25
-// session opened after it works.
-func TestFallbackFrom2026HTTP(t *testing.T) {
-	for _, p := range probes2026 {
+// TestFallbackFromNewerHTTP pins the same over streamable HTTP: a probe POST of a
+// newer revision gets -32022 with a supported list (and no session), and a
+// 2025-11-25 session opened after it works.
+func TestFallbackFromNewerHTTP(t *testing.T) {
+	for _, p := range probesNewer {
 		t.Run(p.name+" gets -32022, then the fallback session works", func(t *testing.T) {
 			srv := newServer(t)
 			hs := httpServer(t, srv, "", nil)
 			r := newRaw(t, hs, "")
 			code, resp, err := r.post(bg, p.body, func(req *http.Request) {
-				req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+				req.Header.Set("Mcp-Protocol-Version", newerRevision)
 				req.Header.Set("Mcp-Method", p.method)
 				if p.tool != "" {
 					req.Header.Set("Mcp-Name", p.tool)

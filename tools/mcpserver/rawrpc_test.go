@@ -35,6 +35,10 @@ type rpc struct {
 
 	// HTTP
 	http *raw
+
+	// sessionless: every request carries this revision's _meta (and, over HTTP,
+	// its headers) instead of belonging to a session
+	sessionless string
 }
 
 // stdioRPC serves one session of srv over pipes, the way taskrt-mcp serves stdio.
@@ -111,11 +115,30 @@ func (c *rpc) send(method, params string) (int, <-chan json.RawMessage) {
 	c.t.Helper()
 	c.next++
 	id := c.next
+	var headers []func(*http.Request)
+	if c.sessionless != "" {
+		rest := strings.TrimPrefix(strings.TrimSpace(params), "{")
+		if strings.TrimSpace(rest) != "}" {
+			rest = "," + rest
+		}
+		params = "{" + metaFor(c.sessionless) + rest
+		var named struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal([]byte(params), &named)
+		headers = append(headers, func(r *http.Request) {
+			r.Header.Set("Mcp-Protocol-Version", c.sessionless)
+			r.Header.Set("Mcp-Method", method)
+			if method == "tools/call" {
+				r.Header.Set("Mcp-Name", named.Name)
+			}
+		})
+	}
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
 	ch := make(chan json.RawMessage, 1)
 	if c.http != nil {
 		go func() {
-			code, resp, err := c.http.post(bg, body)
+			code, resp, err := c.http.post(bg, body, headers...)
 			if err != nil || code != http.StatusOK {
 				resp = fmt.Sprintf(`{"error":{"code":0,"message":"HTTP %d: %v %s"}}`, code, err, strings.TrimSpace(resp))
 			}

@@ -68,6 +68,8 @@ type Server struct {
 
 	wg sync.WaitGroup // each session's watcher and log sender
 
+	scopes scopes // the sessionless era's owners (sessionless.go)
+
 	httpOnce sync.Once
 	http     *httpHandler
 
@@ -147,7 +149,7 @@ func New(opts ...Option) (*Server, error) {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "taskrt background tasks", Version: version()}, &mcp.ServerOptions{
 		Instructions:              tools.PromptSection().Text,
 		Logger:                    cfg.logger,
-		SupportedProtocolVersions: sessionProtocolVersions(),
+		SupportedProtocolVersions: protocolVersions(),
 		Capabilities: &mcp.ServerCapabilities{
 			Logging: &mcp.LoggingCapabilities{},
 			Tools:   &mcp.ToolCapabilities{}, // a fixed set: no list_changed
@@ -163,12 +165,12 @@ func New(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// sessionProtocolVersions are the protocol versions with sessions (up to
-// 2025-11-25). Version 2026-07-28 is sessionless: a request carries everything and
-// no initialize ever happens, so there would be nothing to own the tasks and no end
-// at which to kill them. Clients that try it first fall back to these.
-func sessionProtocolVersions() []string {
-	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
+// protocolVersions are the revisions served: those with sessions (up to
+// 2025-11-25) and the sessionless 2026-07-28, whose requests are served with
+// scopes as owners (sessionless.go). A newer one is refused with -32022 and this
+// list, so a client can fall back.
+func protocolVersions() []string {
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > SessionlessVersion })
 }
 
 // version is the module version the command was built from ("(devel)" for a
@@ -294,6 +296,7 @@ func (s *Server) teardown() {
 	}
 	closing.Wait()
 	s.wg.Wait()
+	s.closeScopes()
 	s.tasks.Close()
 	err := s.rt.Close(context.Background())
 	s.mu.Lock()

@@ -361,6 +361,9 @@ func (s *Server) addTaskMethods() error {
 // (its HTTP header) to the tasks/* handlers.
 func (s *Server) protocolTasks(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if sessionless(req) {
+			return s.sessionlessMethod(ctx, next, method, req)
+		}
 		switch method {
 		case "initialize":
 			return s.initializeTasks(ctx, next, method, req)
@@ -397,6 +400,9 @@ func (s *Server) initializeTasks(ctx context.Context, next mcp.MethodHandler, me
 			key, _ = meta[metaStream].(string)
 			delete(meta, metaStream)
 		}
+	}
+	if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip.ProtocolVersion >= SessionlessVersion {
+		ip.ProtocolVersion = lastSessionVersion // initialize opens a session: the last revision with them
 	}
 	var st *stream
 	carried := key == streamHTTP
