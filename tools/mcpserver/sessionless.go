@@ -294,13 +294,13 @@ func (s *Server) callSessionless(ctx context.Context, cr *mcp.CallToolRequest) (
 	var args map[string]json.RawMessage
 	if len(cr.Params.Arguments) > 0 && string(cr.Params.Arguments) != "null" {
 		if err := json.Unmarshal(cr.Params.Arguments, &args); err != nil {
-			return toResult(tools.Result{Text: "bad arguments: want a JSON object", IsError: true}), nil
+			return toResult(tools.Result{Text: "bad arguments: want a JSON object", IsError: true}, nil), nil
 		}
 	}
 	var handle string
 	if raw, ok := args["scope"]; ok {
 		if err := json.Unmarshal(raw, &handle); err != nil {
-			return toResult(tools.Result{Text: "bad arguments: scope must be a string (the handle a background start returned)", IsError: true}), nil
+			return toResult(tools.Result{Text: "bad arguments: scope must be a string (the handle a background start returned)", IsError: true}, nil), nil
 		}
 		delete(args, "scope")
 	}
@@ -327,10 +327,10 @@ func (s *Server) callSessionless(ctx context.Context, cr *mcp.CallToolRequest) (
 	minted := false
 	switch {
 	case c == nil && handle != "" && startsTask(name, args):
-		return toResult(tools.Result{Text: scopeNotFoundText(handle), IsError: true}), nil
+		return toResult(tools.Result{Text: scopeNotFoundText(handle), IsError: true}, nil), nil
 	case c == nil && handle == "" && startsTask(name, args):
 		if c, err = s.mintScope(callCtx, principal); err != nil {
-			return toResult(tools.Result{Text: "cannot start a scope: " + tools.Label(err.Error()), IsError: true}), nil
+			return toResult(tools.Result{Text: "cannot start a scope: " + tools.Label(err.Error()), IsError: true}, nil), nil
 		}
 		c.hold()
 		minted = true
@@ -352,18 +352,19 @@ func (s *Server) callSessionless(ctx context.Context, cr *mcp.CallToolRequest) (
 		s.endScope(c)
 		c = nil
 	}
-	res := toResult(r)
 	if c == nil {
-		return res, nil
+		return toResult(r, nil), nil
 	}
-	if r.Data != nil { // a start: the scope goes with the task id
-		res.StructuredContent = withScope(r.Data, c.handle)
-		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
-			tc.Text += "\n" + scopeText(c.handle, s.cfg.sessionTimeout)
-		}
+	if r.Data != nil { // a start: the scope goes with the task id, in the text too
+		r.Text += "\n" + scopeText(c.handle, s.cfg.sessionTimeout)
 	}
-	for _, text := range s.takeScopeNotices(callCtx, c) {
-		res.Content = append(res.Content, &mcp.TextContent{Text: text})
+	var notices []string
+	if ctx.Err() == nil { // a cancelled request drops its result: the notices wait
+		notices = s.takeScopeNotices(callCtx, c)
+	}
+	res := toResult(r, notices)
+	if r.Data != nil {
+		res.StructuredContent = withScope(res.StructuredContent, c.handle)
 	}
 	return res, nil
 }
@@ -405,10 +406,10 @@ func scopeNotFoundText(handle string) string {
 func (s *Server) closeScopeTool(handle, principal string) *mcp.CallToolResult {
 	c := s.scopes.find(handle, principal)
 	if handle == "" || c == nil {
-		return toResult(tools.Result{Text: scopeNotFoundText(handle), IsError: true})
+		return toResult(tools.Result{Text: scopeNotFoundText(handle), IsError: true}, nil)
 	}
 	s.endScope(c)
-	return toResult(tools.Result{Text: "closed scope " + handle + ": its tasks were killed and every process they started is gone"})
+	return toResult(tools.Result{Text: "closed scope " + handle + ": its tasks were killed and every process they started is gone"}, nil)
 }
 
 // ---- tools/list in the sessionless era ----

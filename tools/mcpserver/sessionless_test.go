@@ -67,7 +67,7 @@ func (c *rpc) startScoped(command, scope string) (string, string) {
 }
 
 func TestSessionlessServed(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range wires {
 		t.Run(tr.name+"/server/discover names both eras", func(t *testing.T) {
 			srv := newServer(t)
 			c := sessionlessRPC(t, srv, tr.open)
@@ -127,7 +127,7 @@ func TestSessionlessServed(t *testing.T) {
 }
 
 func TestSessionlessScopes(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range wires {
 		t.Run(tr.name+"/a scope is read in a later request, and no other scope reaches it", func(t *testing.T) {
 			srv := newServer(t)
 			c := sessionlessRPC(t, srv, tr.open)

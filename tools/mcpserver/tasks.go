@@ -553,7 +553,7 @@ func (tt *taskTable) start(ctx context.Context, t tools.Tool, args json.RawMessa
 		go func() {
 			defer cancel(nil)
 			capture := &runCapture{}
-			res := toResult(t.Call(context.WithValue(runCtx, captureKey{}, capture), sess.owner, args))
+			res := toResult(t.Call(context.WithValue(runCtx, captureKey{}, capture), sess.owner, args), nil)
 			o := messages.Outcome{Status: messages.Failed, Detail: lastLine(res), Output: resultText(res)}
 			if capture.ok && capture.res.Outcome.Status != "" {
 				o.Status, o.Detail = capture.res.Outcome.Status, capture.res.Outcome.Detail

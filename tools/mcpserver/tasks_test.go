@@ -49,8 +49,8 @@ func (r toolResult) texts() []string {
 	return out
 }
 
-// transports are the two ways a session reaches the Server.
-var transports = []struct {
+// wires are the two ways a raw JSON-RPC client reaches the Server.
+var wires = []struct {
 	name string
 	open func(t *testing.T, srv *mcpserver.Server) *rpc
 }{
@@ -112,7 +112,7 @@ func (c *rpc) errorOf(method, params string) (int, string) {
 }
 
 func TestProtocolTasksOffered(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range wires {
 		t.Run(tr.name+"/2025-11-25 session gets capabilities.tasks and bash execution.taskSupport optional", func(t *testing.T) {
 			srv := newServer(t)
 			c := tr.open(t, srv)
@@ -161,7 +161,7 @@ func TestProtocolTasksOffered(t *testing.T) {
 }
 
 func TestProtocolTaskLifecycle(t *testing.T) {
-	for _, tr := range transports {
+	for _, tr := range wires {
 		t.Run(tr.name+"/working task maps to its runtime task, result is the foreground result", func(t *testing.T) {
 			srv := newServer(t)
 			c := session(t, srv, tr.open)
