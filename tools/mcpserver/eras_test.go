@@ -14,8 +14,11 @@ import (
 
 // metaFor is the per-request _meta a sessionless (SEP-2575) client of version
 // puts on every request.
-func metaFor(version string) string {
-	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + version + `","io.modelcontextprotocol/clientInfo":{"name":"probe","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+func metaFor(version string) string { return metaWith(version, `{}`) }
+
+// metaWith is metaFor with the client capabilities caps (a JSON object).
+func metaWith(version, caps string) string {
+	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + version + `","io.modelcontextprotocol/clientInfo":{"name":"probe","version":"1"},"io.modelcontextprotocol/clientCapabilities":` + caps + `}`
 }
 
 // newerRevision is a revision after the newest one served.

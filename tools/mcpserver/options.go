@@ -35,6 +35,7 @@ type config struct {
 	sessionTimeout  time.Duration // 0: never
 	maxRequestBytes int64
 	pageEventBuffer int
+	taskAfter       time.Duration // sessionless tasks extension (tasksext.go)
 	logger          *slog.Logger
 }
 
@@ -43,6 +44,7 @@ func defaultConfig() config {
 		sessionTimeout:  DefaultSessionTimeout,
 		maxRequestBytes: DefaultMaxRequestBytes,
 		pageEventBuffer: DefaultPageEventBuffer,
+		taskAfter:       DefaultTaskAfter,
 		logger:          slog.New(slog.DiscardHandler),
 	}
 }
@@ -122,6 +124,18 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {
 			c.logger = l
+		}
+	})
+}
+
+// WithTaskAfter sets how long a foreground bash call of a sessionless client that
+// declares the tasks extension (io.modelcontextprotocol/tasks) runs before the
+// call is answered as a task (default DefaultTaskAfter). Values <= 0 keep the
+// default.
+func WithTaskAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.taskAfter = d
 		}
 	})
 }

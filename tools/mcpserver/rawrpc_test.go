@@ -39,6 +39,7 @@ type rpc struct {
 	// sessionless: every request carries this revision's _meta (and, over HTTP,
 	// its headers) instead of belonging to a session
 	sessionless string
+	caps        string // its per-request client capabilities ("" for {})
 }
 
 // stdioRPC serves one session of srv over pipes, the way taskrt-mcp serves stdio.
@@ -121,7 +122,11 @@ func (c *rpc) send(method, params string) (int, <-chan json.RawMessage) {
 		if strings.TrimSpace(rest) != "}" {
 			rest = "," + rest
 		}
-		params = "{" + metaFor(c.sessionless) + rest
+		caps := c.caps
+		if caps == "" {
+			caps = `{}`
+		}
+		params = "{" + metaWith(c.sessionless, caps) + rest
 		var named struct {
 			Name string `json:"name"`
 		}
@@ -132,6 +137,12 @@ func (c *rpc) send(method, params string) (int, <-chan json.RawMessage) {
 			if method == "tools/call" {
 				r.Header.Set("Mcp-Name", named.Name)
 			}
+			var task struct {
+				TaskID string `json:"taskId"`
+			}
+			if json.Unmarshal([]byte(params), &task) == nil && task.TaskID != "" {
+				r.Header.Set("Mcp-Name", task.TaskID) // the tasks extension's routing header
+			}
 		})
 	}
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)
@@ -139,6 +150,12 @@ func (c *rpc) send(method, params string) (int, <-chan json.RawMessage) {
 	if c.http != nil {
 		go func() {
 			code, resp, err := c.http.post(bg, body, headers...)
+			var rpcErr struct {
+				Error json.RawMessage `json:"error"`
+			}
+			if err == nil && code != http.StatusOK && json.Unmarshal([]byte(sseData(resp)), &rpcErr) == nil && rpcErr.Error != nil {
+				code = http.StatusOK // a JSON-RPC error the SDK answers with a 4xx status
+			}
 			if err != nil || code != http.StatusOK {
 				resp = fmt.Sprintf(`{"error":{"code":0,"message":"HTTP %d: %v %s"}}`, code, err, strings.TrimSpace(resp))
 			}

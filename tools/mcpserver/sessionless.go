@@ -80,6 +80,7 @@ type scopes struct {
 
 	mu       sync.Mutex // protects byHandle and closed, and orders wg.Add before wg.Wait
 	byHandle map[string]*scope
+	tasks    map[string]*extTask // the tasks extension's tasks, by MCP task id (tasksext.go)
 	closed   bool
 	wg       sync.WaitGroup // disposals of lapsed scopes
 }
@@ -241,6 +242,7 @@ func (s *Server) endScope(c *scope) {
 		c.lease.Stop()
 	}
 	c.mu.Unlock()
+	s.dropExtTasks(c)
 	if err := s.rt.Agents().Dispose(context.Background(), c.owner); err != nil && !errors.Is(err, messages.ErrClosed) {
 		s.log.Warn("disposing a scope's owner", "owner", c.owner, "err", err)
 	}
@@ -334,6 +336,25 @@ func (s *Server) callSessionless(ctx context.Context, cr *mcp.CallToolRequest) (
 		}
 		c.hold()
 		minted = true
+	}
+	if c == nil && name == tools.BashName && !startsTask(name, args) && declaresTasks(cr) {
+		if handle != "" {
+			return toResult(tools.Result{Text: scopeNotFoundText(handle), IsError: true}, nil), nil
+		}
+		if c, err = s.mintScope(callCtx, principal); err != nil {
+			return toResult(tools.Result{Text: "cannot start a scope: " + tools.Label(err.Error()), IsError: true}, nil), nil
+		}
+		c.hold()
+		minted = true
+	}
+	if c != nil && name == tools.BashName && !startsTask(name, args) && declaresTasks(cr) {
+		defer s.release(c)
+		var command struct {
+			Command string `json:"command"`
+		}
+		raw, _ := json.Marshal(args)
+		_ = json.Unmarshal(raw, &command)
+		return s.callAsExtTask(callCtx, t, raw, command.Command, c, minted)
 	}
 	owner := unscoped
 	if c != nil {
@@ -491,7 +512,16 @@ func (s *Server) sessionlessMethod(ctx context.Context, next mcp.MethodHandler, 
 		if err != nil {
 			return res, err
 		}
-		return &patched{Result: res, patch: s.markScopeTools}, nil
+		return &patched{Result: res, patch: func(m map[string]json.RawMessage) error {
+			m["resultType"] = json.RawMessage(`"complete"`) // patched hides the SDK's own setter
+			return s.markScopeTools(m)
+		}}, nil
+	case "server/discover":
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		return &patched{Result: res, patch: offerTasksExtension}, nil
 	case "tools/call":
 		cr, ok := req.(*mcp.CallToolRequest)
 		if !ok || cr.Params == nil {
@@ -505,8 +535,27 @@ func (s *Server) sessionlessMethod(ctx context.Context, next mcp.MethodHandler, 
 	return next(ctx, method, req)
 }
 
-// sessionlessTasks answers tasks/* in the sessionless era: SEP-2663 removed
-// tasks/result and tasks/list (-32601).
-func (s *Server) sessionlessTasks(_ context.Context, method string, _ mcp.Request) (mcp.Result, error) {
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not served in %s", method, SessionlessVersion)}
+// offerTasksExtension adds the tasks extension to a server/discover result's
+// capabilities.
+func offerTasksExtension(m map[string]json.RawMessage) error {
+	m["resultType"] = json.RawMessage(`"complete"`)
+	caps := map[string]json.RawMessage{}
+	if raw, ok := m["capabilities"]; ok {
+		if err := json.Unmarshal(raw, &caps); err != nil {
+			return err
+		}
+	}
+	ext := map[string]json.RawMessage{}
+	if raw, ok := caps["extensions"]; ok {
+		if err := json.Unmarshal(raw, &ext); err != nil {
+			return err
+		}
+	}
+	ext[tasksExtension] = json.RawMessage(`{}`)
+	var err error
+	if caps["extensions"], err = json.Marshal(ext); err != nil {
+		return err
+	}
+	m["capabilities"], err = json.Marshal(caps)
+	return err
 }

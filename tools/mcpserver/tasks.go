@@ -352,6 +352,8 @@ func (s *Server) addTaskMethods() error {
 		mcp.AddReceivingCustomMethod(s.mcp, "tasks/result", s.tasksResult),
 		mcp.AddReceivingCustomMethod(s.mcp, "tasks/cancel", s.tasksCancel),
 		mcp.AddReceivingCustomMethod(s.mcp, "tasks/list", s.tasksList),
+		// tasks/update is the sessionless tasks extension's (tasksext.go).
+		mcp.AddReceivingCustomMethod(s.mcp, "tasks/update", s.tasksUpdate),
 	)
 }
 
@@ -541,38 +543,8 @@ func captured(ctx context.Context, res bash.Result) {
 // foreground call.
 func (tt *taskTable) start(ctx context.Context, t tools.Tool, args json.RawMessage, command string, ttl time.Duration) (mcp.Result, error) {
 	s, sess := tt.srv, tt.sess
-	now := time.Now()
-	pt := &protoTask{id: rand.Text(), created: now, ttl: ttl, done: make(chan struct{}), status: taskWorking, updated: now}
-	label := tools.Label(command)
-	if label == "" {
-		label = t.Name()
-	}
-	spec := messages.Spec{Kind: t.Name(), Label: label, Owner: sess.owner, Run: func() (messages.Hooks, error) {
-		runCtx, cancel := context.WithCancelCause(s.ctx)
-		done := make(chan messages.Outcome, 1)
-		go func() {
-			defer cancel(nil)
-			capture := &runCapture{}
-			res := toResult(t.Call(context.WithValue(runCtx, captureKey{}, capture), sess.owner, args), nil)
-			o := messages.Outcome{Status: messages.Failed, Detail: lastLine(res), Output: resultText(res)}
-			if capture.ok && capture.res.Outcome.Status != "" {
-				o.Status, o.Detail = capture.res.Outcome.Status, capture.res.Outcome.Detail
-			}
-			changed := pt.finish(res)
-			tt.ended(pt, changed)
-			done <- o
-		}()
-		return messages.Hooks{
-			Cancel: func(reason string) error {
-				if _, ok := pt.cancel(); ok {
-					tt.notify(pt)
-				}
-				cancel(errors.New(reason))
-				return nil
-			},
-			Done: done,
-		}, nil
-	}}
+	pt := newProtoTask(ttl)
+	spec := s.taskSpec(sess.owner, t, args, command, pt, func(changed bool) { tt.ended(pt, changed) }, func() { tt.notify(pt) })
 	id, err := s.rt.Tasks().Start(ctx, spec)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: tools.Label(err.Error())}
@@ -585,6 +557,48 @@ func (tt *taskTable) start(ctx context.Context, t tools.Tool, args json.RawMessa
 	}
 	info, _ := pt.info()
 	return &createTaskResult{ResultBase: mcp.ResultBase{Meta: mcp.Meta{metaRuntimeID: string(id)}}, Task: info}, nil
+}
+
+func newProtoTask(ttl time.Duration) *protoTask {
+	now := time.Now()
+	return &protoTask{id: rand.Text(), created: now, ttl: ttl, done: make(chan struct{}), status: taskWorking, updated: now}
+}
+
+// taskSpec is the spec of a protocol task's runtime task: kind bash (the tool's
+// name), the command as label, owned by owner; its work is the foreground call of
+// t, whose result pt records before the runtime hears of the end. ended follows
+// the record (changed: the status changed); cancelled follows a cancel that moved
+// pt to cancelled.
+func (s *Server) taskSpec(owner messages.AgentID, t tools.Tool, args json.RawMessage, command string, pt *protoTask, ended func(changed bool), cancelled func()) messages.Spec {
+	label := tools.Label(command)
+	if label == "" {
+		label = t.Name()
+	}
+	return messages.Spec{Kind: t.Name(), Label: label, Owner: owner, Run: func() (messages.Hooks, error) {
+		runCtx, cancel := context.WithCancelCause(s.ctx)
+		done := make(chan messages.Outcome, 1)
+		go func() {
+			defer cancel(nil)
+			capture := &runCapture{}
+			res := toResult(t.Call(context.WithValue(runCtx, captureKey{}, capture), owner, args), nil)
+			o := messages.Outcome{Status: messages.Failed, Detail: lastLine(res), Output: resultText(res)}
+			if capture.ok && capture.res.Outcome.Status != "" {
+				o.Status, o.Detail = capture.res.Outcome.Status, capture.res.Outcome.Detail
+			}
+			ended(pt.finish(res))
+			done <- o
+		}()
+		return messages.Hooks{
+			Cancel: func(reason string) error {
+				if _, ok := pt.cancel(); ok {
+					cancelled()
+				}
+				cancel(errors.New(reason))
+				return nil
+			},
+			Done: done,
+		}, nil
+	}}
 }
 
 func resultText(res *mcp.CallToolResult) string {
@@ -709,4 +723,10 @@ func (s *Server) tasksList(_ context.Context, ss *mcp.ServerSession, _ *listPara
 		res.Tasks = tt.list()
 	}
 	return res, nil
+}
+
+// tasksUpdate answers a session's tasks/update: it belongs to the sessionless
+// tasks extension, not to 2025-11-25.
+func (s *Server) tasksUpdate(_ context.Context, _ *mcp.ServerSession, _ *taskParams) (*taskResult, error) {
+	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/update is not served in 2025-11-25 sessions"}
 }
