@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"log/slog"
 	"time"
+
+	"github.com/taskrt/taskrt/producers/bash"
 )
 
 // Defaults of the options.
@@ -37,6 +39,7 @@ type config struct {
 	pageEventBuffer int
 	taskAfter       time.Duration // sessionless tasks extension (tasksext.go)
 	logger          *slog.Logger
+	sandbox         bash.Sandbox // of every command (WithSandbox)
 }
 
 func defaultConfig() config {

@@ -121,9 +121,14 @@ func New(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskrt-mcp: %w", err)
 	}
-	bashOpts := []bash.Option{bash.WithLogger(cfg.logger)}
+	bashOpts := []bash.Option{bash.WithLogger(cfg.logger), bash.WithSandbox(cfg.sandbox)}
 	if cfg.killGrace > 0 {
 		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
+	}
+	producer, err := newProducer(cfg, bashOpts)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return nil, fmt.Errorf("taskrt-mcp: %w", err)
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -137,7 +142,7 @@ func New(opts ...Option) (*Server, error) {
 		closed:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	bashTool, err := tools.NewBashWithRunner(rt, runner{p: bash.New(bashOpts...), interval: ProgressInterval},
+	bashTool, err := tools.NewBashWithRunner(rt, runner{p: producer, interval: ProgressInterval},
 		tools.WithWorkDir(cfg.workDir))
 	if err != nil {
 		s.cancel()
