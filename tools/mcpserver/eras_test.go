@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
 // metaFor is the per-request _meta a sessionless (SEP-2575) client of version
@@ -169,6 +171,32 @@ func TestFallbackFromNewerHTTP(t *testing.T) {
 			}
 			if got := r.delete(); got != http.StatusNoContent && got != http.StatusOK {
 				t.Errorf("DELETE = %d", got)
+			}
+		})
+	}
+}
+
+// TestWithoutSessionless pins the option: a 2026-07-28 probe gets -32022 listing
+// only the revisions with sessions, and the client falls back to a session.
+func TestWithoutSessionless(t *testing.T) {
+	for _, tr := range wires {
+		t.Run(tr.name+"/a 2026-07-28 probe falls back to a session", func(t *testing.T) {
+			srv := newServer(t, mcpserver.WithoutSessionless())
+			c := sessionlessRPC(t, srv, tr.open)
+			r := c.call("server/discover", `{}`)
+			if r.Error == nil || r.Error.Code != mcp.CodeUnsupportedProtocolVersion {
+				t.Fatalf("server/discover = %s, want -32022", r.raw)
+			}
+			var data mcp.UnsupportedProtocolVersionData
+			if err := json.Unmarshal(r.Error.Data, &data); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(data.Supported, "2025-11-25") || slices.ContainsFunc(data.Supported, func(v string) bool { return v >= "2026-07-28" }) {
+				t.Errorf("supported = %q, want the session revisions only", data.Supported)
+			}
+			s := session(t, srv, tr.open)
+			if got := s.tool("bash", `{"command":"echo fell back"}`).texts(); !slices.Equal(got, []string{"fell back\n[status: completed, exit code: 0]"}) {
+				t.Errorf("the fallback session's bash = %q", got)
 			}
 		})
 	}

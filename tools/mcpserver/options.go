@@ -38,6 +38,7 @@ type config struct {
 	maxRequestBytes int64
 	pageEventBuffer int
 	taskAfter       time.Duration // sessionless tasks extension (tasksext.go)
+	noSessionless   bool          // serve only the revisions with sessions
 	logger          *slog.Logger
 	sandbox         bash.Sandbox // of every command (WithSandbox)
 }
@@ -141,4 +142,13 @@ func WithTaskAfter(d time.Duration) Option {
 			c.taskAfter = d
 		}
 	})
+}
+
+// WithoutSessionless serves only the protocol revisions with sessions (up to
+// 2025-11-25): a 2026-07-28 request is refused with -32022, whose list of
+// supported revisions makes the client fall back to a session (as Claude Code
+// does). Use it to keep a client that tries 2026-07-28 first on one owner per
+// session.
+func WithoutSessionless() Option {
+	return optionFunc(func(c *config) { c.noSessionless = true })
 }

@@ -155,7 +155,7 @@ func New(opts ...Option) (*Server, error) {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "taskrt background tasks", Version: version()}, &mcp.ServerOptions{
 		Instructions:              tools.PromptSection().Text,
 		Logger:                    cfg.logger,
-		SupportedProtocolVersions: protocolVersions(),
+		SupportedProtocolVersions: protocolVersions(cfg.noSessionless),
 		Capabilities: &mcp.ServerCapabilities{
 			Logging: &mcp.LoggingCapabilities{},
 			Tools:   &mcp.ToolCapabilities{}, // a fixed set: no list_changed
@@ -173,10 +173,14 @@ func New(opts ...Option) (*Server, error) {
 
 // protocolVersions are the revisions served: those with sessions (up to
 // 2025-11-25) and the sessionless 2026-07-28, whose requests are served with
-// scopes as owners (sessionless.go). A newer one is refused with -32022 and this
-// list, so a client can fall back.
-func protocolVersions() []string {
-	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > SessionlessVersion })
+// scopes as owners (sessionless.go); only the former WithoutSessionless. A newer
+// one is refused with -32022 and this list, so a client can fall back.
+func protocolVersions(sessionsOnly bool) []string {
+	last := SessionlessVersion
+	if sessionsOnly {
+		last = lastSessionVersion
+	}
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > last })
 }
 
 // version is the module version the command was built from ("(devel)" for a

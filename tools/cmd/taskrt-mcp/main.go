@@ -56,6 +56,7 @@ type options struct {
 	ui          bool
 	verbose     bool
 	sandbox     bash.Sandbox // -sandbox, -sandbox-network
+	sessionless bool
 }
 
 // parse parses the flags; an error has been printed with the usage.
@@ -76,6 +77,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
 	fs.BoolVar(&o.ui, "ui", false, "HTTP: serve a live, read-only page of every session and its tasks at / (same token as /mcp)")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
+	fs.BoolVar(&o.sessionless, "sessionless", true, "serve the sessionless revision 2026-07-28 (scopes own the tasks); false: sessions only, a 2026-07-28 client falls back to a session")
 	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
 		o.sandbox.Mode, err = bash.ParseSandboxMode(v)
 		return err
@@ -150,6 +152,9 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	}
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
+	}
+	if !o.sessionless {
+		opts = append(opts, mcpserver.WithoutSessionless())
 	}
 	srv, err := mcpserver.New(opts...)
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // tsSDKVersion is the official TypeScript SDK the client test drives taskrt-mcp
@@ -329,4 +331,37 @@ func checkTSSteps(t *testing.T, steps map[string]step) {
 			}
 		}
 	})
+}
+
+// TestSessionlessFlag pins -sessionless: by default go-sdk's client, which speaks
+// 2026-07-28 first, is served in it; with -sessionless=false it falls back to a
+// 2025-11-25 session.
+func TestSessionlessFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "2026-07-28"},
+		{[]string{"-sessionless=false"}, "2025-11-25"},
+	} {
+		t.Run(fmt.Sprintf("%v serves %s", tc.args, tc.want), func(t *testing.T) {
+			cmd := exec.Command(binary(t), tc.args...)
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "taskrt-test", Version: "1"}, nil).
+				Connect(bg, &mcp.CommandTransport{Command: cmd, TerminateDuration: time.Minute}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult().ProtocolVersion; got != tc.want {
+				t.Errorf("negotiated %s, want %s", got, tc.want)
+			}
+			res, err := cs.CallTool(bg, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "echo hi"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.Content[0].(*mcp.TextContent).Text; got != "hi\n[status: completed, exit code: 0]" {
+				t.Errorf("bash = %q", got)
+			}
+		})
+	}
 }
