@@ -400,8 +400,20 @@ func startsTask(name string, args map[string]json.RawMessage) bool {
 	return json.Unmarshal(args["run_in_background"], &bg) == nil && bg
 }
 
+// scopedHandle is a sessionless start's structured content: the handle's fields,
+// the scope beside them, then what the model must read.
+type scopedHandle struct {
+	tools.Handle
+	Scope   string   `json:"scope"`
+	Message string   `json:"message"`
+	Notices []string `json:"notices,omitempty"`
+}
+
 // withScope is a start's structured content with the scope beside the task id.
-func withScope(data any, handle string) map[string]any {
+func withScope(data any, handle string) any {
+	if h, ok := data.(handleResult); ok {
+		return scopedHandle{Handle: h.Handle, Scope: handle, Message: h.Message, Notices: h.Notices}
+	}
 	m := map[string]any{}
 	if b, err := json.Marshal(data); err == nil {
 		_ = json.Unmarshal(b, &m)
