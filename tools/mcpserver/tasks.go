@@ -555,8 +555,19 @@ func (tt *taskTable) start(ctx context.Context, t tools.Tool, args json.RawMessa
 	if !tt.add(pt) {
 		return nil, errSessionEnded
 	}
-	info, _ := pt.info()
-	return &createTaskResult{ResultBase: mcp.ResultBase{Meta: mcp.Meta{metaRuntimeID: string(id)}}, Task: info}, nil
+	return &createTaskResult{ResultBase: mcp.ResultBase{Meta: mcp.Meta{metaRuntimeID: string(id)}}, Task: pt.seed()}, nil
+}
+
+// seed is the task as it was created: working. CreateTaskResult carries it even
+// when the call has ended by the time it is sent (tasks/get says so then).
+func (pt *protoTask) seed() taskInfo {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return taskInfo{
+		TaskID: pt.id, Status: taskWorking, StatusMessage: fmt.Sprintf("taskrt task %s: %s", pt.rid, taskWorking),
+		CreatedAt: stamp(pt.created), LastUpdatedAt: stamp(pt.created),
+		TTL: pt.ttl.Milliseconds(), PollInterval: TaskPollInterval.Milliseconds(),
+	}
 }
 
 func newProtoTask(ttl time.Duration) *protoTask {

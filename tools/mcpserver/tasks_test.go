@@ -375,3 +375,15 @@ func TestProtocolTaskNotices(t *testing.T) {
 		<-time.After(mcpserver.TaskPollInterval)
 	}
 }
+
+// TestProtocolTaskCreatedWorking pins the seed state: CreateTaskResult is
+// "working" even when the call has ended before it is sent.
+func TestProtocolTaskCreatedWorking(t *testing.T) {
+	srv := newServer(t)
+	c := session(t, srv, stdioRPC)
+	for range 5 {
+		if tk := c.startTask(`{"command":"true"}`, `{}`); tk.Status != "working" || tk.CreatedAt != tk.LastUpdatedAt {
+			t.Errorf("created = %+v, want working as created", tk)
+		}
+	}
+}
