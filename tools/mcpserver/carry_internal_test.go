@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -86,5 +87,25 @@ func TestStreamReader(t *testing.T) {
 	}
 	if want := `{"jsonrpc":"2.0","method":"notifications/initialized"}`; string(lines[2]) != want {
 		t.Errorf("line 3 = %s, want %s", lines[2], want)
+	}
+}
+
+// TestSDKVersion pins the go-sdk version whose internals carry.go, the result
+// patches (patched) and the stateless HTTP routing rely on: a newer one may model
+// tasks itself, or change how it decodes, marshals and routes. Re-check them, and
+// this test's siblings, before moving the pin.
+func TestSDKVersion(t *testing.T) {
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, line := range strings.Split(string(mod), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/modelcontextprotocol/go-sdk" {
+			got = f[1]
+		}
+	}
+	if got != "v1.8.0" {
+		t.Errorf("go.mod requires go-sdk %q, want v1.8.0 (see the comment)", got)
 	}
 }
