@@ -83,7 +83,9 @@ func TestTasksExtension(t *testing.T) {
 			}
 			release(t, path, "it")
 			done := c.awaitExtDone(created.TaskID)
-			fg := c.scopedTool("bash", map[string]any{"command": "echo got it"})
+			// The foreground result, from a client without the extension (one with it
+			// could get a task back, its task-after being this short).
+			fg := sessionlessRPC(t, srv, tr.open).scopedTool("bash", map[string]any{"command": "echo got it"})
 			if done.Status != "completed" || done.Result == nil || !slices.Equal(done.Result.texts(), fg.texts) {
 				t.Errorf("tasks/get at the end = %+v, want completed with the foreground result %q", done, fg.texts)
 			}
