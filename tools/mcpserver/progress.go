@@ -33,7 +33,8 @@ type runner struct {
 
 func (r runner) Spec(owner messages.AgentID, c bash.Command) messages.Spec { return r.p.Spec(owner, c) }
 
-func (r runner) Run(ctx context.Context, c bash.Command, timeout time.Duration) (bash.Result, error) {
+func (r runner) Run(ctx context.Context, c bash.Command, timeout time.Duration) (res bash.Result, err error) {
+	defer func() { captured(ctx, res) }() // a protocol task's outcome (tasks.go)
 	report, ok := ctx.Value(reporterKey{}).(reporter)
 	if !ok {
 		return r.p.Run(ctx, c, timeout)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,6 +43,8 @@ type session struct {
 	// ctx ends when the session ends; every call's context ends with it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+
+	tasks atomic.Pointer[taskTable] // protocol tasks (tasks.go); nil when not offered
 
 	logs  chan string   // notices for the log sender
 	ended chan struct{} // closed once the owner is disposed
@@ -122,6 +125,9 @@ func (s *session) sendLogs() {
 // finish ends the session's calls and drops its pending notices.
 func (s *session) finish() {
 	s.cancel(errSessionEnded)
+	if tt := s.tasks.Load(); tt != nil {
+		tt.close()
+	}
 	s.mu.Lock()
 	s.over = true
 	s.pending = nil
