@@ -15,8 +15,8 @@ const DefaultPrefix = "taskrt"
 // documentation for who publishes, who answers and what.
 type subjects struct{ prefix string }
 
-func (s subjects) start() string             { return s.prefix + ".start" }
-func (s subjects) startQueue() string        { return s.prefix + "-workers" }
+func (s subjects) start() string              { return s.prefix + ".start" }
+func (s subjects) startQueue() string         { return s.prefix + "-workers" }
 func (s subjects) kill(worker string) string  { return s.prefix + ".w." + worker + ".kill" }
 func (s subjects) input(worker string) string { return s.prefix + ".w." + worker + ".input" }
 func (s subjects) ack(worker string) string   { return s.prefix + ".w." + worker + ".ack" }
@@ -25,8 +25,8 @@ func (s subjects) done(node string) string    { return s.prefix + ".o." + node +
 func (s subjects) bucket() string             { return s.prefix + "_leases" }
 
 // Lease keys in the bucket.
-func ownerKey(node string) string   { return "owner." + node }
-func workerKey(name string) string  { return "worker." + name }
+func ownerKey(node string) string  { return "owner." + node }
+func workerKey(name string) string { return "worker." + name }
 func keyName(key string) (kind, name string) {
 	for i := 0; i < len(key); i++ {
 		if key[i] == '.' {

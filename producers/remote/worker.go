@@ -45,11 +45,11 @@ type Worker struct {
 
 	mu       sync.Mutex // protects tasks, running, idle, startSub and closing
 	tasks    map[string]*wtask
-	running  int           // tasks whose processes may live: the slots taken
-	idle     chan struct{} // closed while tasks is empty
+	running  int                // tasks whose processes may live: the slots taken
+	idle     chan struct{}      // closed while tasks is empty
 	startSub *nats.Subscription // nil while every slot is taken (or closing)
 	closing  bool
-	exits    sync.WaitGroup // one per task until its processes are gone
+	exits    sync.WaitGroup  // one per task until its processes are gone
 	ctx      context.Context // ends at Close, after the reports had their chance
 }
 
@@ -61,15 +61,15 @@ type wtask struct {
 	epoch  uint64 // the owner node's lease epoch
 	wepoch uint64 // this worker's lease epoch when the task started
 	h      messages.Hooks
-	wake   chan struct{}  // 1-buffered: output grew, or an acknowledgement came
-	exited chan struct{}  // closed once Done delivered (the processes are gone)
-	inputs chan inputJob  // StdinPipe, StdinTTY: input in arrival order
-	gone   chan struct{}  // closed when the owner node's lease ended: report nothing
-	once   sync.Once      // closes gone
-	ackMu  sync.Mutex     // protects acked and ackAt
-	acked  int64          // output bytes the owner node holds
-	ackAt  time.Time      // when acked last moved
-	fin    chan struct{}  // closed when the task is gone from the worker
+	wake   chan struct{} // 1-buffered: output grew, or an acknowledgement came
+	exited chan struct{} // closed once Done delivered (the processes are gone)
+	inputs chan inputJob // StdinPipe, StdinTTY: input in arrival order
+	gone   chan struct{} // closed when the owner node's lease ended: report nothing
+	once   sync.Once     // closes gone
+	ackMu  sync.Mutex    // protects acked and ackAt
+	acked  int64         // output bytes the owner node holds
+	ackAt  time.Time     // when acked last moved
+	fin    chan struct{} // closed when the task is gone from the worker
 }
 
 type inputJob struct {
