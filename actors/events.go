@@ -29,7 +29,7 @@ func (s *Subscription) Events() <-chan messages.Event { return s.ch }
 func (s *Subscription) Close() {
 	s.once.Do(func() {
 		if !s.rt.closed.Load() {
-			s.rt.send(s.rt.registry, &unsubscribeEvents{sub: s})
+			tellRegistry(s.rt.system.Root, s.rt, &unsubscribeEvents{sub: s})
 		}
 	})
 }
@@ -88,22 +88,6 @@ type subscriber struct {
 	buffer int
 	missed int // events dropped since the last delivered one
 }
-
-// subscribeEvents / unsubscribeEvents maintain the registry's subscribers.
-type (
-	subscribeEvents   struct{ s *subscriber }
-	unsubscribeEvents struct{ sub *Subscription }
-	// taskOutput: a task's output grew (task → registry, only while someone
-	// subscribes).
-	taskOutput struct {
-		snap  messages.Snapshot
-		bytes int64
-	}
-)
-
-func (*subscribeEvents) isRegistryMsg()   {}
-func (*unsubscribeEvents) isRegistryMsg() {}
-func (*taskOutput) isRegistryMsg()        {}
 
 // publish hands ev to every subscriber in scope, never blocking: a full buffer
 // counts a missed event, and the subscriber's next delivered event is an overflow

@@ -25,6 +25,29 @@ type taskMsg interface{ isTaskMsg() }
 // listenerMsg is the sealed set of messages a listener actor accepts.
 type listenerMsg interface{ isListenerMsg() }
 
+// setWaiterMsg is the sealed set of internal messages a set waiter accepts (besides
+// the WaitReply answers to its own waits).
+type setWaiterMsg interface{ isSetWaiterMsg() }
+
+// Sealed sends: every internal message goes to its actor through one of these, so a
+// message sent to the wrong actor does not compile. c is the sending actor's context,
+// or rt.system.Root from a goroutine or a timer. Replies (to a typed client's reply
+// process, or a public messages reply) are not part of a sealed set and go with
+// Respond or Send.
+
+func tellRegistry(c actor.SenderContext, rt *Runtime, m registryMsg) { c.Send(rt.registry, m) }
+
+func tellAgent(c actor.SenderContext, agent *actor.PID, m agentMsg) { c.Send(agent, m) }
+
+func tellTask(c actor.SenderContext, task *actor.PID, m taskMsg) { c.Send(task, m) }
+
+// requestTask sends with c as the sender, for a message the task answers (teardown).
+func requestTask(c actor.SenderContext, task *actor.PID, m taskMsg) { c.Request(task, m) }
+
+func tellListener(c actor.SenderContext, listener *actor.PID, m listenerMsg) { c.Send(listener, m) }
+
+func tellSetWaiter(c actor.SenderContext, waiter *actor.PID, m setWaiterMsg) { c.Send(waiter, m) }
+
 // ---- sent by the typed client to the registry ----
 
 // reserveStart is a start's preflight (client → registry). On success the registry
@@ -127,6 +150,16 @@ type unsubscribe struct{ pid *actor.PID }
 // closeRuntime closes the runtime. Reply: *errReply, from the stopped registry.
 type closeRuntime struct{}
 
+// subscribeEvents / unsubscribeEvents maintain the registry's event subscribers.
+// Reply to subscribeEvents: *errReply.
+type subscribeEvents struct{ s *subscriber }
+
+type unsubscribeEvents struct{ sub *Subscription }
+
+// abandonSet ends a set wait early: its requester gave up (client → registry → set
+// waiter). The registry finds the waiter by its requester.
+type abandonSet struct{ requester *actor.PID }
+
 // ---- sent by the runtime's own actors and timers to the registry ----
 
 // taskSpawned: a new task actor announces itself; the registry indexes it.
@@ -142,6 +175,20 @@ type taskChanged struct{ snap messages.Snapshot }
 type taskSettled struct {
 	snap  messages.Snapshot
 	bytes int64 // the output's size, for a task with an output stream
+}
+
+// taskOutput: a task's output grew (task → registry, only while someone
+// subscribes).
+type taskOutput struct {
+	snap  messages.Snapshot
+	bytes int64
+}
+
+// agentFailed: an agent actor's own code panicked (a runtime bug); the registry keeps
+// the first fault and returns it from Dispose.
+type agentFailed struct {
+	id  messages.AgentID
+	err *messages.PanicError
 }
 
 // agentQuiesced: a disposing agent actor drained its cleanups and every task it owns
@@ -204,6 +251,19 @@ type settleTimeout struct{}
 // waitTimeout: a waiter's deadline passed.
 type waitTimeout struct{ n uint64 }
 
+// outputGrew: the producer's output grew (Output.OnGrow → task). At most one is on
+// its way at a time.
+type outputGrew struct{}
+
+// untilTimeout: a ReadUntil's deadline passed.
+type untilTimeout struct{ n uint64 }
+
+// inputDone: an Input call returned (input goroutine → task).
+type inputDone struct{ err error }
+
+// inputGraceOver: a parked input's grace passed.
+type inputGraceOver struct{}
+
 // ---- listener actor ----
 
 // settlement: one task settlement to hand to an OnDone listener.
@@ -244,3 +304,15 @@ func (*cancelResult) isTaskMsg()      {}
 func (*settleTimeout) isTaskMsg()     {}
 func (*waitTimeout) isTaskMsg()       {}
 func (*settlement) isListenerMsg()    {}
+
+// Events, set waits, task output and input.
+func (*subscribeEvents) isRegistryMsg()   {}
+func (*unsubscribeEvents) isRegistryMsg() {}
+func (*abandonSet) isRegistryMsg()        {}
+func (*abandonSet) isSetWaiterMsg()       {}
+func (*taskOutput) isRegistryMsg()        {}
+func (*agentFailed) isRegistryMsg()       {}
+func (*outputGrew) isTaskMsg()            {}
+func (*untilTimeout) isTaskMsg()          {}
+func (*inputDone) isTaskMsg()             {}
+func (*inputGraceOver) isTaskMsg()        {}

@@ -19,11 +19,6 @@ type inputReq struct {
 	sender *actor.PID
 }
 
-// inputDone: an Input call returned (input goroutine → task).
-type inputDone struct{ err error }
-
-func (*inputDone) isTaskMsg() {}
-
 // input accepts an InputTask: inputs are written one at a time, in arrival order, by
 // a goroutine the runtime owns, so a full pipe never blocks the mailbox.
 func (t *task) input(ctx actor.Context, m *messages.InputTask) {
@@ -61,7 +56,7 @@ func (t *task) writeNext() {
 	rt.goSafe("input", func() {
 		defer t.calls.Done()
 		err := messages.Contain("input", func() error { return write(in.data, in.eof) })
-		rt.send(self, &inputDone{err: err})
+		tellTask(rt.system.Root, self, &inputDone{err: err})
 	})
 }
 
@@ -83,7 +78,7 @@ func (t *task) inputDone(ctx actor.Context, m *inputDone) {
 		// own error. The queue waits behind it.
 		self, rt := t.self, t.rt
 		t.parked = &parkedInput{req: in, err: fmt.Errorf("input to task %s: %w", t.snap.ID, m.err),
-			timer: time.AfterFunc(inputGrace, func() { rt.send(self, &inputGraceOver{}) })}
+			timer: time.AfterFunc(inputGrace, func() { tellTask(rt.system.Root, self, &inputGraceOver{}) })}
 		return
 	}
 	if t.phase == phaseRunning {
@@ -103,11 +98,6 @@ type parkedInput struct {
 	err   error
 	timer *time.Timer
 }
-
-// inputGraceOver: a parked input's grace passed.
-type inputGraceOver struct{}
-
-func (*inputGraceOver) isTaskMsg() {}
 
 func (t *task) inputGraceOver(ctx actor.Context) {
 	p := t.parked

@@ -32,12 +32,6 @@ type setWaiter struct {
 	finishing   bool
 }
 
-// abandonSet ends a set wait early: its requester gave up (client → registry → set
-// waiter). The registry finds the waiter by its requester.
-type abandonSet struct{ requester *actor.PID }
-
-func (*abandonSet) isRegistryMsg() {}
-
 func newSetWaiterProps(rt *Runtime, req *messages.WaitTasks, requester *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &setWaiter{rt: rt, req: req, requester: requester,
@@ -88,7 +82,7 @@ func (w *setWaiter) finish(ctx actor.Context) {
 	w.finishing = true
 	for i, id := range w.req.IDs {
 		if !w.answered[i] {
-			ctx.Send(w.rt.registry, &abandonWait{id: id, caller: w.req.Caller, waiter: ctx.Self()})
+			tellRegistry(ctx, w.rt, &abandonWait{id: id, caller: w.req.Caller, waiter: ctx.Self()})
 		}
 	}
 }
@@ -137,38 +131,16 @@ func (t *Tasks) waitSet(ctx context.Context, ids []messages.TaskID, caller messa
 	if timeout <= 0 {
 		return nil, invalidWaitTimeout(timeout)
 	}
-	if rt.closed.Load() {
-		return nil, rt.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
+	m, abandoned, err := rt.abandonable(ctx, &messages.WaitTasks{IDs: ids, Caller: caller, Mode: mode, Timeout: timeout},
+		func(w *actor.PID) registryMsg { return &abandonSet{requester: w} })
+	if err != nil {
 		return nil, err
 	}
-	r := newReply(rt)
-	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTasks{IDs: ids, Caller: caller, Mode: mode, Timeout: timeout}, r.pid)
-	var cause error
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		return waitSetResult(m)
-	case <-rt.stopped:
-		r.release()
-		return nil, rt.closedErr()
-	case <-ctx.Done():
-		cause = ctx.Err()
+	snaps, err := waitSetResult(m)
+	if abandoned && err == nil && !setDone(snaps, mode) {
+		return snaps, ctx.Err()
 	}
-	rt.send(rt.registry, &abandonSet{requester: r.pid})
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		snaps, err := waitSetResult(m)
-		if err != nil || setDone(snaps, mode) {
-			return snaps, err
-		}
-		return snaps, cause
-	case <-rt.stopped:
-		r.release()
-		return nil, rt.closedErr()
-	}
+	return snaps, err
 }
 
 func waitSetResult(m any) ([]messages.Snapshot, error) {
