@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"log/slog"
 	"time"
+
+	"github.com/taskrt/taskrt/tools"
 )
 
 // Defaults of the options.
@@ -36,6 +38,7 @@ type config struct {
 	maxRequestBytes int64
 	pageEventBuffer int
 	logger          *slog.Logger
+	runner          tools.BashRunner // nil: a local bash producer
 }
 
 func defaultConfig() config {
@@ -122,6 +125,19 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {
 			c.logger = l
+		}
+	})
+}
+
+// WithBashRunner runs every bash command (foreground and background) with r
+// instead of a local bash producer — a *remote.Producer runs them on workers over
+// NATS (taskrt-mcp -nats). Sessions, fences, notices and strings are unchanged;
+// WithKillGrace then does not apply (the runner has its own). nil keeps the
+// default.
+func WithBashRunner(r tools.BashRunner) Option {
+	return optionFunc(func(c *config) {
+		if r != nil {
+			c.runner = r
 		}
 	})
 }

@@ -131,7 +131,11 @@ func New(opts ...Option) (*Server, error) {
 		closed:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	bashTool, err := tools.NewBashWithRunner(rt, runner{p: bash.New(bashOpts...), interval: ProgressInterval},
+	var run tools.BashRunner = cfg.runner
+	if run == nil {
+		run = runner{p: bash.New(bashOpts...), interval: ProgressInterval}
+	}
+	bashTool, err := tools.NewBashWithRunner(rt, run,
 		tools.WithWorkDir(cfg.workDir))
 	if err != nil {
 		s.cancel()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/remote"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
@@ -53,6 +54,8 @@ type options struct {
 	maxRequest  int64
 	ui          bool
 	verbose     bool
+	natsURL     string        // -nats: run every bash command on a worker
+	lease       time.Duration // -lease: this owner node's lease
 }
 
 // parse parses the flags; an error has been printed with the usage.
@@ -73,6 +76,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
 	fs.BoolVar(&o.ui, "ui", false, "HTTP: serve a live, read-only page of every session and its tasks at / (same token as /mcp)")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
+	fs.StringVar(&o.natsURL, "nats", "", "run every bash command on a taskrt-worker reached through the NATS server at `URL` (see docs/remote.md)")
+	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -92,6 +97,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("-idle-timeout must not be negative")
 	case o.maxRequest < 1:
 		return bad("-max-request must be positive")
+	case o.lease <= 0:
+		return bad("-lease must be positive")
 	case o.ui && o.httpAddr == "":
 		return bad("-ui needs -http: the live page is served over HTTP")
 	}
@@ -139,6 +146,15 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	}
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
+	}
+	if o.natsURL != "" {
+		p, closeRemote, err := remoteRunner(o, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "taskrt-mcp: %v\n", err)
+			return 1
+		}
+		defer closeRemote()
+		opts = append(opts, mcpserver.WithBashRunner(p))
 	}
 	srv, err := mcpserver.New(opts...)
 	if err != nil {
@@ -234,4 +250,24 @@ func goErr(f func() error) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- f() }()
 	return ch
+}
+
+// remoteRunner connects this process as an owner node (-nats): every bash command
+// then runs on a worker. The returned func ends the node after the server closed.
+func remoteRunner(o options, logger *slog.Logger) (*remote.Producer, func(), error) {
+	nc, err := remote.Connect(o.natsURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := remote.New(nc, remote.WithLease(o.lease), remote.WithLogger(logger))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return p, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+		nc.Close()
+	}, nil
 }
