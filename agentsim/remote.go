@@ -14,8 +14,8 @@ import (
 )
 
 // WorkerLease is the lease of the owner node and the workers of a scenario with
-// workers: short, so that a stopped worker is declared lost within about 1.5 s.
-const WorkerLease = time.Second
+// workers: short, so that a stopped worker is declared lost within about 2.5 s.
+const WorkerLease = 2 * time.Second
 
 // WorkerSpec is one worker of a scenario that runs its bash commands on workers
 // (Scenario.Workers). Gates let the models place work deterministically: a worker

@@ -54,7 +54,7 @@ func TestMain(m *testing.M) {
 }
 
 // testLease is the lease of every node in these tests.
-const testLease = time.Second
+const testLease = 2 * time.Second
 
 // ownerHelper is an owner node in a process of its own: it starts n commands
 // (each records its start in DIR/run-I and prints "up"), says "started" once every
