@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/tools"
+	"github.com/taskrt/taskrt/producers/bash"
 )
 
 // Defaults of the options.
@@ -39,6 +40,7 @@ type config struct {
 	pageEventBuffer int
 	logger          *slog.Logger
 	runner          tools.BashRunner // nil: a local bash producer
+	sandbox         bash.Sandbox // of every command (WithSandbox)
 }
 
 func defaultConfig() config {
