@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/taskrt/taskrt/tools"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/tools"
 )
 
 // Defaults of the options.
@@ -40,7 +40,7 @@ type config struct {
 	pageEventBuffer int
 	logger          *slog.Logger
 	runner          tools.BashRunner // nil: a local bash producer
-	sandbox         bash.Sandbox // of every command (WithSandbox)
+	sandbox         bash.Sandbox     // of every command (WithSandbox)
 }
 
 func defaultConfig() config {

@@ -56,7 +56,7 @@ type options struct {
 	verbose     bool
 	natsURL     string        // -nats: run every bash command on a worker
 	lease       time.Duration // -lease: this owner node's lease
-	sandbox     bash.Sandbox // -sandbox, -sandbox-network
+	sandbox     bash.Sandbox  // -sandbox, -sandbox-network
 }
 
 // parse parses the flags; an error has been printed with the usage.
