@@ -188,3 +188,18 @@ func TestReplicatedStore(t *testing.T) {
 		<-w.Drained()
 	})
 }
+
+// until waits until ok holds, checking again on each put of key (renewals come
+// every quarter lease).
+func (lw *leaseWatch) until(t *testing.T, key string, ok func() bool) {
+	t.Helper()
+	limit := time.NewTimer(settleLimit)
+	defer limit.Stop()
+	for !ok() {
+		select {
+		case <-lw.puts:
+		case <-limit.C:
+			t.Fatalf("lease %s: condition not met within %s", key, settleLimit)
+		}
+	}
+}
