@@ -38,7 +38,7 @@ func (s survivorCheck) Run() int {
 
 // testLease is the lease of every node in the tests: short, so that lapses come
 // within about a second and a half.
-const testLease = time.Second
+const testLease = 2 * time.Second
 
 // settleLimit bounds every wait of the tests (it is never waited out when they pass).
 const settleLimit = 20 * time.Second

@@ -423,9 +423,29 @@ func (t *rtask) input(data []byte, eof bool) error {
 	if settled {
 		return ended
 	}
-	msg, err := p.nc.RequestWithContext(t.ctx, p.subj.input(worker), encode(inputReq{Task: t.key, Owner: p.node, Epoch: t.epoch, Data: data, EOF: eof}))
+	// The request ends with its answer, or a moment after the task settled: the
+	// answer to a write that ended the command (eof) may come after its outcome.
+	ctx, cancel := context.WithCancel(context.Background())
+	answered := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer cancel()
+		select {
+		case <-answered:
+		case <-t.ended:
+			grace := time.NewTimer(retransmit)
+			defer grace.Stop()
+			select {
+			case <-answered:
+			case <-grace.C:
+			}
+		}
+	})
+	msg, err := p.nc.RequestWithContext(ctx, p.subj.input(worker), encode(inputReq{Task: t.key, Owner: p.node, Epoch: t.epoch, Data: data, EOF: eof}))
+	close(answered)
+	wg.Wait()
 	if err != nil {
-		if t.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return ended
 		}
 		return fmt.Errorf("remote: input to worker %s: %w", worker, err)
@@ -450,8 +470,8 @@ func (t *rtask) input(data []byte, eof bool) error {
 // task this node does not know (a start it gave up on, a task that settled) is
 // acknowledged and answered with a kill, so that nothing runs unowned.
 func (p *Producer) onOut(msg *nats.Msg) {
-	var m outMsg
-	if err := json.Unmarshal(msg.Data, &m); err != nil || checkName("worker", m.Worker) != nil {
+	m, err := parseOut(msg)
+	if err != nil || checkName("worker", m.Worker) != nil {
 		return
 	}
 	p.mu.Lock()

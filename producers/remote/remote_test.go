@@ -94,12 +94,14 @@ func TestBackgroundCommandOnAWorker(t *testing.T) {
 		assert.Equal(t, messages.Running, s.Status, "the foreign calls left the task alone")
 	})
 
-	t.Run("an unreported task gets exactly one notice, a reported one none", func(t *testing.T) {
+	t.Run("an unreported task gets exactly one notice, a killed one none", func(t *testing.T) {
 		n := newNotices()
 		require.NoError(t, o.rt.Agents().Register(ctx, "a3", n.injector("a3")))
 		quiet := o.start(t, "a3", bash.Command{Command: `echo one`})
-		waited := o.start(t, "a3", bash.Command{Command: `echo two`})
-		o.settled(t, waited, "a3") // reported: no notice
+		killed := o.start(t, "a3", bash.Command{Command: `sleep 60`})
+		_, err := o.rt.Tasks().Kill(ctx, killed, "a3", "")
+		require.NoError(t, err)
+		o.settled(t, killed, "a3") // reported: no notice
 		<-n.more
 		o.settled(t, quiet, "a3")
 		require.NoError(t, o.rt.Agents().Dispose(ctx, "a3"))
@@ -219,10 +221,10 @@ func TestWorkerRefusesStaleWork(t *testing.T) {
 		req := startReq{Task: o.p.Node() + "-replayed", Owner: o.p.Node(), Epoch: epoch, Command: "echo ran; sleep 60"}
 		first := ask(req)
 		require.Empty(t, first.Err)
+		<-w.Drained() // it ran and ended: the owner node never placed it, so it answered its output with a kill
 		second := ask(req)
-		assert.Contains(t, second.Err, "already running")
-		// The owner node never placed this task: its output is answered with a kill.
-		<-w.Drained()
+		assert.Contains(t, second.Err, "already ran or is already running")
+		assert.Zero(t, w.Live(), "the replay started nothing")
 	})
 }
 

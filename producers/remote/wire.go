@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/taskrt/taskrt/producers/bash"
 )
@@ -105,12 +108,37 @@ type reply struct {
 }
 
 // outMsg carries output bytes from a worker to the owner node (published on
-// P.o.<node>.out): Data is the output from offset Off on.
+// P.o.<node>.out): Data is the output from offset Off on. On the wire the bytes
+// are the message's payload as they are, and the rest rides in headers
+// (Taskrt-Task, Taskrt-Worker, Taskrt-Off), so that output costs no encoding.
 type outMsg struct {
-	Task   string `json:"task"`
-	Worker string `json:"worker"`
-	Off    int64  `json:"off"`
-	Data   []byte `json:"data"`
+	Task   string
+	Worker string
+	Off    int64
+	Data   []byte
+}
+
+const (
+	hdrTask   = "Taskrt-Task"
+	hdrWorker = "Taskrt-Worker"
+	hdrOff    = "Taskrt-Off"
+)
+
+func (m outMsg) msg(subject string) *nats.Msg {
+	msg := nats.NewMsg(subject)
+	msg.Header.Set(hdrTask, m.Task)
+	msg.Header.Set(hdrWorker, m.Worker)
+	msg.Header.Set(hdrOff, strconv.FormatInt(m.Off, 10))
+	msg.Data = m.Data
+	return msg
+}
+
+func parseOut(msg *nats.Msg) (outMsg, error) {
+	off, err := strconv.ParseInt(msg.Header.Get(hdrOff), 10, 64)
+	if err != nil || off < 0 {
+		return outMsg{}, fmt.Errorf("remote: malformed output message (offset %q)", msg.Header.Get(hdrOff))
+	}
+	return outMsg{Task: msg.Header.Get(hdrTask), Worker: msg.Header.Get(hdrWorker), Off: off, Data: msg.Data}, nil
 }
 
 // ackMsg tells a worker how much of a task's output the owner node holds

@@ -43,12 +43,14 @@ type Worker struct {
 	wg    sync.WaitGroup     // every goroutine of the worker
 	subs  []*nats.Subscription
 
-	mu       sync.Mutex // protects tasks, running, idle, startSub and closing
+	mu       sync.Mutex // protects tasks, running, idle, startSub, closing, started and order
 	tasks    map[string]*wtask
 	running  int                // tasks whose processes may live: the slots taken
 	idle     chan struct{}      // closed while tasks is empty
 	startSub *nats.Subscription // nil while every slot is taken (or closing)
 	closing  bool
+	started  map[string]bool // the last maxRemembered task keys started here: a replayed start never runs twice
+	order    []string        // started's keys, oldest first
 	exits    sync.WaitGroup  // one per task until its processes are gone
 	ctx      context.Context // ends at Close, after the reports had their chance
 }
@@ -293,14 +295,14 @@ func (w *Worker) onStart(msg *nats.Msg) {
 	}
 	w.mu.Lock()
 	full := w.closing || w.running >= w.cfg.maxTasks
-	_, dup := w.tasks[r.Task]
+	dup := w.started[r.Task]
 	w.mu.Unlock()
 	switch {
 	case full:
 		answer(startReply{Full: true})
 		return
 	case dup:
-		answer(startReply{Err: "remote: task " + r.Task + " is already running on worker " + w.name})
+		answer(startReply{Err: "remote: task " + r.Task + " already ran or is already running on worker " + w.name + " (a replayed start)"})
 		return
 	}
 	if err := w.checkOwner(r.Owner, r.Epoch); err != nil {
@@ -344,6 +346,7 @@ func (w *Worker) onStart(msg *nats.Msg) {
 		w.idle = make(chan struct{})
 	}
 	w.tasks[r.Task] = t
+	w.remember(r.Task)
 	w.running++
 	if w.running >= w.cfg.maxTasks && w.startSub != nil {
 		_ = w.startSub.Unsubscribe()
@@ -493,6 +496,24 @@ func (w *Worker) fence(epoch uint64, why string) {
 	}
 }
 
+// maxRemembered bounds the task keys a worker remembers against replayed starts.
+// A start is replayed only from a reconnect buffer (which Connect disables) or a
+// resent request, within moments; the owner's epoch fences anything older.
+const maxRemembered = 4096
+
+// remember records a started task key. w.mu must be held.
+func (w *Worker) remember(key string) {
+	if w.started == nil {
+		w.started = map[string]bool{}
+	}
+	w.started[key] = true
+	w.order = append(w.order, key)
+	if len(w.order) > maxRemembered {
+		delete(w.started, w.order[0])
+		w.order = w.order[1:]
+	}
+}
+
 // freeSlot gives back the slot of a task whose processes are gone.
 func (w *Worker) freeSlot() {
 	w.mu.Lock()
@@ -562,7 +583,7 @@ func (t *wtask) stream() {
 				sent = max(sent, next)
 				break
 			}
-			_ = w.nc.Publish(w.subj.out(t.owner), encode(outMsg{Task: t.key, Worker: w.name, Off: next - int64(len(data)), Data: data}))
+			_ = w.nc.PublishMsg(outMsg{Task: t.key, Worker: w.name, Off: next - int64(len(data)), Data: data}.msg(w.subj.out(t.owner)))
 			sent, lastSend = next, time.Now()
 		}
 		if outcome != nil && (ownerGone || acked >= t.h.Output.Written()) {

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/tools"
 )
 
@@ -39,6 +40,7 @@ type config struct {
 	pageEventBuffer int
 	logger          *slog.Logger
 	runner          tools.BashRunner // nil: a local bash producer
+	sandbox         bash.Sandbox     // of every command (WithSandbox)
 }
 
 func defaultConfig() config {

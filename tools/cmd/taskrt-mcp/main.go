@@ -56,6 +56,7 @@ type options struct {
 	verbose     bool
 	natsURL     string        // -nats: run every bash command on a worker
 	lease       time.Duration // -lease: this owner node's lease
+	sandbox     bash.Sandbox  // -sandbox, -sandbox-network
 }
 
 // parse parses the flags; an error has been printed with the usage.
@@ -78,6 +79,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	fs.StringVar(&o.natsURL, "nats", "", "run every bash command on a taskrt-worker reached through the NATS server at `URL` (see docs/remote.md)")
 	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing")
+	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
+		o.sandbox.Mode, err = bash.ParseSandboxMode(v)
+		return err
+	})
+	fs.BoolVar(&o.sandbox.Network, "sandbox-network", false, "with -sandbox: let commands use this host's network")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -99,6 +105,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("-max-request must be positive")
 	case o.lease <= 0:
 		return bad("-lease must be positive")
+	case o.natsURL != "" && o.sandbox.On():
+		return bad("-sandbox applies to local commands; with -nats the workers run them")
+	case o.sandbox.Network && !o.sandbox.On():
+		return bad("-sandbox-network needs -sandbox read-only or workspace-write")
 	case o.ui && o.httpAddr == "":
 		return bad("-ui needs -http: the live page is served over HTTP")
 	}
@@ -143,6 +153,7 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		mcpserver.WithKillGrace(o.killGrace),
 		mcpserver.WithSessionTimeout(o.idleTimeout),
 		mcpserver.WithMaxRequestBytes(o.maxRequest),
+		mcpserver.WithSandbox(o.sandbox),
 	}
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())

@@ -25,13 +25,13 @@ func TestNATSRunsEveryCommandOnAWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wnc.Close()
-	w, err := remote.NewWorker(wnc, remote.WithName("w1"), remote.WithLease(time.Second), remote.WithDir(t.TempDir()))
+	w, err := remote.NewWorker(wnc, remote.WithName("w1"), remote.WithLease(2*time.Second), remote.WithDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close(context.Background()) }()
 
-	p := start(t, nil, "-nats", srv.URL(), "-lease", "1s")
+	p := start(t, nil, "-nats", srv.URL(), "-lease", "2s")
 	fg := strings.Join(p.call(t, "bash", map[string]any{"command": `echo "fg on $TASKRT_WORKER"`}), "\n")
 	if want := "fg on w1\n[status: completed, exit code: 0]"; fg != want {
 		t.Fatalf("foreground: got %q, want %q", fg, want)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,6 +46,7 @@ func TestMain(m *testing.M) {
 	}
 	if args := os.Getenv(workerHelperEnv); args != "" {
 		signals := make(chan os.Signal, 2)
+		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 		os.Exit(run(strings.Fields(args), os.Stdout, os.Stderr, signals))
 	}
 	if spec := os.Getenv(ownerHelperEnv); spec != "" {
@@ -54,7 +56,7 @@ func TestMain(m *testing.M) {
 }
 
 // testLease is the lease of every node in these tests.
-const testLease = time.Second
+const testLease = 2 * time.Second
 
 // ownerHelper is an owner node in a process of its own: it starts n commands
 // (each records its start in DIR/run-I and prints "up"), says "started" once every
@@ -249,4 +251,46 @@ func TestCrashOfAnOwnerNodeProcess(t *testing.T) {
 		assert.Zero(t, w.Processes())
 	}
 	figures(t, "owner SIGKILL → last remote process gone", gone)
+}
+
+func TestSIGTERMKillsItsCommandsAndExits(t *testing.T) {
+	srv := newServer(t)
+	nc, err := remote.Connect(srv.URL())
+	require.NoError(t, err)
+	defer nc.Close()
+	p, err := remote.New(nc, remote.WithLease(testLease))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, p.Close(context.Background())) }()
+	mark := marker(t)
+	cmd, out := helper(t, fmt.Sprintf("%s=-nats %s -name term -lease %s", workerHelperEnv, srv.URL(), testLease))
+	require.True(t, out.Scan())
+	h, err := p.Start(bash.Command{Command: `echo up; sleep 60`, Env: []string{mark}})
+	require.NoError(t, err)
+	waitOutput(h)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	o := <-h.Done
+	assert.Equal(t, messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"}, o, "the worker killed its command and told its owner")
+	require.NoError(t, cmd.Wait(), "exit status 0")
+	assert.Empty(t, survivors(mark))
+	h.Release()
+}
+
+func TestFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "-nats URL is required"},
+		{[]string{"-nats", "nats://x", "-max-tasks", "0"}, "-max-tasks must be at least 1"},
+		{[]string{"-nats", "nats://x", "-lease", "0s"}, "-lease must be positive"},
+		{[]string{"-nats", "nats://x", "extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, &stdout, &stderr, nil)
+			assert.Equal(t, 2, code)
+			assert.Contains(t, stderr.String(), tc.want)
+			assert.Empty(t, stdout.String())
+		})
+	}
 }
