@@ -317,4 +317,3 @@ func TestWorkerRestartedUnderTheSameName(t *testing.T) {
 	}
 	t.Logf("worker SIGKILL → worker lost: %s; restarted under the same name, ready: %s", lost.Round(time.Millisecond), restarted.Round(time.Millisecond))
 }
-
