@@ -9,7 +9,7 @@ FLAKE_COUNT ?= 20
 FLAKE_CPU ?= 1,2,4
 FLAKE_PKGS ?= $(PKGS)
 
-.PHONY: help run test race flake bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page
+.PHONY: help run test race flake bench cluster-bench cluster-test stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -39,6 +39,12 @@ flake: ## the suite FLAKE_COUNT times (-race, -cpu FLAKE_CPU) beside a competing
 
 bench: ## benchmarks against baselines, one table
 	$(GO) run ./bench/cmd/taskrt-bench
+
+cluster-bench: ## remote tasks over NATS next to local ones, and failover times (10 runs each)
+	$(GO) run ./bench/cmd/taskrt-cluster-bench
+
+cluster-test: ## only the fault tests of worker nodes (partitions, pauses, crashes, a replicated store); make test runs them too
+	$(GO) test -race -count=1 -v -run 'CutOff|Paused|Restarted|ManyOwners|Replicated|StreamLeader|Crash' ./producers/remote/... ./internal/blackhole/
 
 stress: ## randomized stress with invariant checks, and 10,000 model-based sequences
 	$(GO) run ./bench/cmd/taskrt-stress -duration $(STRESS_DURATION)

@@ -19,7 +19,7 @@ import (
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
-	"github.com/taskrt/taskrt/producers/remote/internal/blackhole"
+	"github.com/taskrt/taskrt/internal/blackhole"
 )
 
 // partitioned is one NATS server (with a Cluster's short client pings) and a

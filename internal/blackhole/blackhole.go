@@ -6,7 +6,7 @@
 // silence, not a reset, and must notice the partition itself (pings, timeouts);
 // the server keeps the connection until its own pings give up.
 //
-// It exists for the fault tests of producers/remote; it is not a general proxy
+// It exists for the fault tests and figures of producers/remote; it is not a general proxy
 // (no limits, loopback only).
 package blackhole
 
