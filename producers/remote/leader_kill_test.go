@@ -162,7 +162,7 @@ func TestStreamLeaderKilled(t *testing.T) {
 	killed := time.Now()
 	require.NoError(t, pc.cmds[leader].Process.Signal(syscall.SIGKILL))
 	renewed := lw.renewedAfter(t, before, map[string]uint64{ownerKey(o.p.Node()): oe, workerKey("w1"): we})
-	t.Logf("stream leader %s SIGKILLed → every lease renewed under its epoch: %s (lease %s)", pc.names[leader], renewed.Sub(killed).Round(time.Millisecond), lease)
+	t.Logf("stream leader %s SIGKILLed → every lease seen renewed under its epoch by a watcher (an upper bound: the watch recovers too): %s (lease %s)", pc.names[leader], renewed.Sub(killed).Round(time.Millisecond), lease)
 	got, err := o.rt.Tasks().Get(ctx, id, "")
 	require.NoError(t, err)
 	assert.Equal(t, messages.Running, got.Status, "not declared lost")
