@@ -155,12 +155,24 @@ func TestStreamLeaderKilled(t *testing.T) {
 	we, err := w.lease.current()
 	require.NoError(t, err)
 	leader := pc.leader(t, kv)
+
+	// The other case: nodes whose lease (2 s) is below the failover time, on a
+	// bucket led by the same server.
+	skv := pc.bucket(t, "short")
+	pc.moveLeader(t, skv, "short", leader)
+	sopts := []Option{WithPrefix("short"), WithLease(2 * time.Second), WithReplicas(3)}
+	sw := workerOn(t, mustConn(t, pc.url()), "w2", sopts...)
+	so := ownerOn(t, mustConn(t, pc.url()), sopts...)
+	sid := so.start(t, "", bash.Command{Command: `echo up; exec sleep 600`})
+	so.until(t, sid, "", "up")
+
 	st, err := kv.Status(ctx)
 	require.NoError(t, err)
 	before := st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq
 
 	killed := time.Now()
 	require.NoError(t, pc.cmds[leader].Process.Signal(syscall.SIGKILL))
+	short, shortAt := so.settledAll(t, 1)
 	renewed := lw.renewedAfter(t, before, map[string]uint64{ownerKey(o.p.Node()): oe, workerKey("w1"): we})
 	t.Logf("stream leader %s SIGKILLed → every lease seen renewed under its epoch by a watcher (an upper bound: the watch recovers too): %s (lease %s)", pc.names[leader], renewed.Sub(killed).Round(time.Millisecond), lease)
 	got, err := o.rt.Tasks().Get(ctx, id, "")
@@ -171,6 +183,28 @@ func TestStreamLeaderKilled(t *testing.T) {
 	s := o.settled(t, id, "")
 	assert.Equal(t, messages.Killed, s.Status, s.Detail)
 	<-w.Drained()
+
+	ss := short[sid]
+	assert.Equal(t, messages.Failed, ss.Status, "below the failover time the task fails: safe, not live")
+	assert.True(t, strings.HasPrefix(ss.Detail, "owner lease lost: ") || ss.Detail == "worker lost: w2", ss.Detail)
+	<-sw.Drained()
+	assert.Zero(t, sw.Processes(), "and its process is gone")
+	t.Logf("lease 2 s, below the failover time: the task failed %q, %s after the kill", ss.Detail, shortAt.Sub(killed).Round(time.Millisecond))
+}
+
+// moveLeader asks the stream of kv to move its leader to server i, and waits
+// until it has.
+func (pc *procCluster) moveLeader(t *testing.T, kv jetstream.KeyValue, prefix string, i int) {
+	t.Helper()
+	nc := mustConn(t, pc.url())
+	retry := time.NewTicker(100 * time.Millisecond)
+	defer retry.Stop()
+	limit := time.Now().Add(settleLimit)
+	for pc.leader(t, kv) != i {
+		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.KV_"+subjects{prefix}.bucket(), fmt.Appendf(nil, `{"placement":{"preferred":%q}}`, pc.names[i]), 2*time.Second)
+		require.True(t, time.Now().Before(limit), "the leader of %s did not move to %s", prefix, pc.names[i])
+		<-retry.C
+	}
 }
 
 func mustConn(t *testing.T, url string) *nats.Conn {
