@@ -124,6 +124,31 @@ func survivors(marker string) []int {
 	return pids
 }
 
+// cgroupsOf lists the cgroup v2 directories a bash producer of process pid
+// created (taskrt-<pid>-<start>) under this process's cgroup, where a child's go.
+func cgroupsOf(t *testing.T, pid int) []string {
+	t.Helper()
+	self, err := os.ReadFile("/proc/self/cgroup")
+	require.NoError(t, err)
+	var rel string
+	for _, line := range strings.Split(string(self), "\n") {
+		if r, ok := strings.CutPrefix(line, "0::"); ok {
+			rel = r
+		}
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	var dirs []string
+	for _, line := range strings.Split(string(mounts), "\n") {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "-"); i > 0 && i+1 < len(f) && f[i+1] == "cgroup2" {
+			found, _ := filepath.Glob(filepath.Join(f[4], rel, fmt.Sprintf("taskrt-%d-*", pid)))
+			dirs = append(dirs, found...)
+		}
+	}
+	return dirs
+}
+
 // helper starts this test binary as a helper process with env set and returns it
 // with its stdout, read line by line.
 func helper(t *testing.T, env string) (*exec.Cmd, *bufio.Scanner) {
@@ -177,6 +202,7 @@ func TestCrashOfAWorkerProcess(t *testing.T) {
 			waitOutput(h)
 		}
 		require.Len(t, survivors(mark), 3, "each command runs on the worker")
+		require.NotEmpty(t, cgroupsOf(t, cmd.Process.Pid), "the worker runs its commands in cgroups of its own")
 		killed := time.Now()
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		for _, h := range hooks {
@@ -188,6 +214,7 @@ func TestCrashOfAWorkerProcess(t *testing.T) {
 		assert.Less(t, d, testLease+testLease/4+testLease, "worker lost within the lease and a bounded margin")
 		_ = cmd.Wait() // the worker's guard holds its stdout until it has killed what the worker left
 		assert.Empty(t, survivors(mark), "no process of the dead worker's commands survives its guard")
+		assert.Empty(t, cgroupsOf(t, cmd.Process.Pid), "the dead worker's cgroups are removed")
 		for _, h := range hooks {
 			h.Release()
 		}
