@@ -9,7 +9,7 @@ FLAKE_COUNT ?= 20
 FLAKE_CPU ?= 1,2,4
 FLAKE_PKGS ?= $(PKGS)
 
-.PHONY: help run test race flake bench cluster-bench cluster-test stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page
+.PHONY: help run test race flake bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -39,6 +39,8 @@ flake: ## the suite FLAKE_COUNT times (-race, -cpu FLAKE_CPU) beside a competing
 
 bench: ## benchmarks against baselines, one table
 	$(GO) run ./bench/cmd/taskrt-bench
+
+.PHONY: cluster-bench cluster-test
 
 cluster-bench: ## remote tasks over NATS next to local ones, and failover times (10 runs each)
 	$(GO) run ./bench/cmd/taskrt-cluster-bench
