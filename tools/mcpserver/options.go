@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/tools"
 )
 
 // Defaults of the options.
@@ -40,7 +41,8 @@ type config struct {
 	taskAfter       time.Duration // sessionless tasks extension (tasksext.go)
 	noSessionless   bool          // serve only the revisions with sessions
 	logger          *slog.Logger
-	sandbox         bash.Sandbox // of every command (WithSandbox)
+	runner          tools.BashRunner // nil: a local bash producer
+	sandbox         bash.Sandbox     // of every command (WithSandbox)
 }
 
 func defaultConfig() config {
@@ -128,6 +130,19 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {
 			c.logger = l
+		}
+	})
+}
+
+// WithBashRunner runs every bash command (foreground and background) with r
+// instead of a local bash producer — a *remote.Producer runs them on workers over
+// NATS (taskrt-mcp -nats). Sessions, fences, notices and strings are unchanged;
+// WithKillGrace then does not apply (the runner has its own). nil keeps the
+// default.
+func WithBashRunner(r tools.BashRunner) Option {
+	return optionFunc(func(c *config) {
+		if r != nil {
+			c.runner = r
 		}
 	})
 }
