@@ -30,6 +30,11 @@ type Agents struct{ rt *Runtime }
 // is never called. ctx governs only the start: cancelling it after Start returned never
 // touches the task.
 //
+// A Spec with a Key is idempotent: when the key names a task of the same owner that
+// is live or still retained, Start calls no Run and returns that task's id with an
+// error wrapping messages.ErrDuplicate (see messages.Spec.Key). The key is checked
+// after the owner and before the cap, so that a retry at the cap still finds its task.
+//
 // While Run runs, a disposal of the owner (or Close) waits for it, at most the settle
 // timeout (WithSettleTimeout). A Run that takes longer is abandoned: the disposal goes
 // on, and when Run returns, Start cancels the work it started (reason "start
@@ -45,13 +50,19 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	if s.Run == nil {
 		return "", fmt.Errorf("%w: Run is nil", messages.ErrInvalidSpec)
 	}
-	m, err := rt.callUntilReply(&reserveStart{kind: s.Kind, label: s.Label, owner: s.Owner})
+	if len(s.Key) > messages.MaxKey {
+		return "", fmt.Errorf("%w: key of %d bytes is over the bound of %d", messages.ErrInvalidSpec, len(s.Key), messages.MaxKey)
+	}
+	m, err := rt.callUntilReply(&reserveStart{kind: s.Kind, label: s.Label, owner: s.Owner, key: s.Key})
 	if err != nil {
 		return "", rt.noActorErr(err)
 	}
 	res := m.(*reserveReply)
 	if res.err != nil {
 		return "", res.err
+	}
+	if res.dup != "" {
+		return res.dup, fmt.Errorf("%w: key %q is task %s", messages.ErrDuplicate, s.Key, res.dup)
 	}
 	abort := func() { rt.send(rt.registry, &abortStart{token: res.token}) }
 	if err := ctx.Err(); err != nil {

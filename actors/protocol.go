@@ -32,10 +32,12 @@ type listenerMsg interface{ isListenerMsg() }
 type reserveStart struct {
 	kind, label string
 	owner       messages.AgentID
+	key         string // Spec.Key: "" = not idempotent
 }
 
 type reserveReply struct {
 	token uint64
+	dup   messages.TaskID // the task the start's key names: nothing to start (see keys.go)
 	err   error
 }
 

@@ -43,10 +43,13 @@ type registry struct {
 	surfaces    map[uint64]string
 	nextSurface uint64
 
-	counters  map[string]int // per-kind id counters
-	starts    map[uint64]*reservation
-	nextToken uint64
-	seq       uint64 // start order
+	counters map[string]int // per-kind id counters
+	starts   map[uint64]*reservation
+	// committing holds the keyed starts committed but not yet indexed, by id, with
+	// the duplicates parked behind them (keys.go).
+	committing map[messages.TaskID]*reservation
+	nextToken  uint64
+	seq        uint64 // start order
 
 	tasks   map[messages.TaskID]*taskEntry
 	unowned bucket
@@ -75,7 +78,8 @@ type taskEntry struct {
 	snap     messages.Snapshot
 	pid      *actor.PID
 	seq      uint64
-	notified bool // the completion notice was claimed (notifyTask)
+	notified bool   // the completion notice was claimed (notifyTask)
+	key      string // Spec.Key, "" for none (keys.go)
 }
 
 // report marks a tombstone reported; while the task actor lives, the actor does.
@@ -222,7 +226,9 @@ func (r *registry) receive(ctx actor.Context) {
 
 	// ---- starts ----
 	case *reserveStart:
-		ctx.Respond(r.reserve(m))
+		if rep := r.reserve(m, ctx.Sender()); rep != nil {
+			ctx.Respond(rep)
+		}
 	case *commitStart:
 		r.commit(ctx, m)
 	case *abortStart:
@@ -230,6 +236,7 @@ func (r *registry) receive(ctx actor.Context) {
 			delete(r.starts, m.token)
 			res.b.live--
 			r.startResolved(ctx, res.owner, res.b)
+			r.keyAborted(ctx, res)
 		}
 	case *startsOverdue:
 		delete(r.overdue, m.owner)

@@ -18,9 +18,13 @@ type reservation struct {
 	kind, label string
 	owner       messages.AgentID
 	b           *bucket
+	key         string     // Spec.Key, "" for none
+	dups        []keyedDup // starts with the same key parked until this one resolves
 }
 
-func (r *registry) reserve(m *reserveStart) *reserveReply {
+// reserve runs a start's preflight. It returns nil when the start was parked behind
+// a start in flight with the same key (keys.go answers it later).
+func (r *registry) reserve(m *reserveStart, sender *actor.PID) *reserveReply {
 	fail := func(err error) *reserveReply { return &reserveReply{err: err} }
 	if r.phase != runtimeOpen {
 		return fail(r.rt.closedErr())
@@ -42,13 +46,19 @@ func (r *registry) reserve(m *reserveStart) *reserveReply {
 		}
 		b = &a.bucket
 	}
+	if m.key != "" {
+		if rep, parked := r.keyedStart(b, m, sender); rep != nil || parked {
+			return rep
+		}
+	}
 	if limit := r.rt.cfg.ownerLimit; limit > 0 && b.live >= limit {
 		return fail(&messages.LimitError{Limit: limit, Stopping: r.stopping(b)})
 	}
 	b.live++
 	b.pending++
 	r.nextToken++
-	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b}
+	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b, key: m.key}
+	r.keyReserved(b, m.key, r.nextToken)
 	return &reserveReply{token: r.nextToken}
 }
 
@@ -74,6 +84,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 		Status:  messages.Running,
 		Started: time.Now(),
 	}
+	r.keyCommitted(res, snap.ID)
 	r.rt.nRecords.Add(1)
 	r.rt.nRunning.Add(1)
 	// The task actor announces itself (taskSpawned) before it answers the starter, so
@@ -97,6 +108,7 @@ func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 		b = &r.agents[m.snap.Owner].bucket
 	}
 	b.ids = append(b.ids, m.snap.ID)
+	r.keyIndexed(ctx, r.tasks[m.snap.ID])
 	r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
 	r.rt.metrics.taskStarted(m.snap.Kind)
 	if m.snap.Owner == "" && r.phase == runtimeClosing {
@@ -137,6 +149,7 @@ func (r *registry) abandonStarts(ctx actor.Context, owner messages.AgentID) {
 		delete(r.starts, token)
 		res.b.live--
 		r.startResolved(ctx, res.owner, res.b)
+		r.keyAborted(ctx, res)
 	}
 }
 

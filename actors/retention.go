@@ -21,6 +21,9 @@ type bucket struct {
 	forgotten int
 	retained  queue // settled tasks with full records, oldest settled first
 	tombs     queue // tombstones, oldest evicted first
+	// keys maps the Spec.Key of each live or retained task, and of each keyed start
+	// in flight, to it (keys.go). Nil until the first keyed start.
+	keys map[string]keyed
 }
 
 // queue is a FIFO of ids.
@@ -71,6 +74,7 @@ func (r *registry) evict(ctx actor.Context, b *bucket, id messages.TaskID) {
 	ctx.Poison(e.pid)
 	e.pid = nil
 	e.snap.Evicted = true
+	r.keyEvicted(b, e)
 	r.publish(messages.Event{Kind: messages.EventTaskEvicted, Agent: e.snap.Owner, Task: e.snap})
 	r.rt.metrics.evicted.Add(bg, 1)
 	r.rt.nRecords.Add(-1)

@@ -171,7 +171,9 @@ func New(opts ...Option) (*Sim, error) {
 		start:    time.Now(),
 	}
 	s.launcher = NewLauncher(s.registerChild)
-	bashTool, err := tools.NewBash(rt, s.bash, cfg.bashToolOpts...)
+	// The simulated harness offers start keys (tools.WithStartKeys): scripts and
+	// scenarios play a harness that retries a start.
+	bashTool, err := tools.NewBash(rt, s.bash, append([]tools.BashOption{tools.WithStartKeys()}, cfg.bashToolOpts...)...)
 	if err != nil {
 		_ = rt.Close(context.Background())
 		return nil, err

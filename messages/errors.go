@@ -47,6 +47,10 @@ var (
 	// ErrTaskEnded is returned by Input for a task that has finished (or is being
 	// stopped): its input goes nowhere. The error names the task's status.
 	ErrTaskEnded = errors.New("task has ended")
+	// ErrDuplicate is returned by Start, with the id of the task already started,
+	// when the Spec's Key names a task of the same owner that is live or still
+	// retained (see Spec.Key): nothing was started.
+	ErrDuplicate = errors.New("duplicate start")
 )
 
 // MaxInput is the most bytes one Input call may carry.

@@ -122,10 +122,20 @@ type Spec struct {
 	Kind  string  // id prefix and producer kind; must match KindPattern
 	Label string  // one-line model-facing label (the command, the description); non-empty
 	Owner AgentID // the spawning agent; "" = unowned
+	// Key, when set, makes the start idempotent: a start whose Key matches a task of
+	// the same owner that is running, stopping, or settled and still retained (not
+	// evicted) starts nothing, calls no Run, and returns that task's id with an error
+	// wrapping ErrDuplicate. A start with the same Key still in flight is answered
+	// once it resolves (its id, or — if it failed — a start of its own). At most
+	// MaxKey bytes. Optional.
+	Key string
 	// Run starts the work and returns its hooks. An error (or a panic) means nothing
 	// was started: the start fails, no id is burned and nothing is recorded.
 	Run func() (Hooks, error)
 }
+
+// MaxKey is the longest Spec.Key, in bytes.
+const MaxKey = 256
 
 // KindPattern is the shape of a valid Spec.Kind.
 var KindPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)

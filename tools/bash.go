@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -30,6 +31,7 @@ type BashArgs struct {
 	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
 	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+	Key             string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
 	Stdin           string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
 }
 
@@ -39,6 +41,7 @@ type bashNoStdinArgs struct {
 	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
 	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
 	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+	Key             string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
 }
 
 // bashForegroundArgs is BashArgs without run_in_background: the schema and decoder of
@@ -88,6 +91,7 @@ type BashTool struct {
 type bashConfig struct {
 	background bool
 	stdin      bool
+	keys       bool // the key parameter is offered
 	timeout    time.Duration
 	maxTimeout time.Duration
 	dir        string
@@ -117,6 +121,16 @@ func WithRunInBackground(enabled bool) BashOption {
 // (false)) it never does, since stdin is for background commands only.
 func WithoutStdin() BashOption {
 	return bashOptionFunc(func(c *bashConfig) { c.stdin = false })
+}
+
+// WithStartKeys offers the key parameter: an idempotency key for background starts
+// (messages.Spec.Key). A harness that retries a call whose result it lost (a network
+// timeout) sends the same key again and gets the task the first call started — the
+// same handle, with text saying so — instead of a second copy of the work. It is off
+// by default: a model does not retry calls on its own, and a parameter it has no use
+// for costs it attention. With WithRunInBackground(false) there is no key either.
+func WithStartKeys() BashOption {
+	return bashOptionFunc(func(c *bashConfig) { c.keys = true })
 }
 
 // WithBashTimeout sets the foreground timeout used when a call gives no timeout_ms.
@@ -195,6 +209,9 @@ func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*BashTool, e
 		b.args = newArgSpec[bashForegroundArgs](minLength("command", 1), minimum("timeout_ms", 1),
 			describe("timeout_ms", fmt.Sprintf(bashTimeoutDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())))
 	}
+	if cfg.background && !cfg.keys {
+		b.args = b.args.without("key")
+	}
 	return b, nil
 }
 
@@ -254,7 +271,7 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	case b.cfg.background:
 		var bg bashNoStdinArgs
 		given, err = b.args.decode(raw, &bg)
-		a = BashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground}
+		a = BashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground, Key: bg.Key}
 	default:
 		var fg bashForegroundArgs
 		given, err = b.args.decode(raw, &fg)
@@ -276,12 +293,18 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	if stdin != bash.StdinNone && !a.RunInBackground {
 		return errResult(argErr("stdin %q needs run_in_background: true (a foreground command takes no input)", a.Stdin))
 	}
+	if given["key"] && !a.RunInBackground {
+		return errResult(argErr("key needs run_in_background: true (it makes a background start idempotent)"))
+	}
+	if len(a.Key) > messages.MaxKey {
+		return errResult(argErr("key must be at most %d bytes", messages.MaxKey))
+	}
 	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin}
 	if a.RunInBackground {
 		if a.TimeoutMS > maxTimeoutMS {
 			return errResult(argErr("timeout_ms must be at most %d", maxTimeoutMS))
 		}
-		return b.background(ctx, caller, cmd, time.Duration(a.TimeoutMS)*time.Millisecond)
+		return b.background(ctx, caller, cmd, time.Duration(a.TimeoutMS)*time.Millisecond, a.Key)
 	}
 	return b.foreground(ctx, cmd, a.TimeoutMS)
 }
@@ -293,12 +316,16 @@ const maxTimeoutMS = int64(366 * 24 * time.Hour / time.Millisecond)
 
 // background starts cmd as a background task of caller; a positive timeout kills
 // it once that long has passed (see withTimeout).
-func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd bash.Command, timeout time.Duration) Result {
+func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd bash.Command, timeout time.Duration, key string) Result {
 	spec := b.run.Spec(caller, cmd)
+	spec.Key = key
 	if timeout > 0 {
 		spec.Run = withTimeout(spec.Run, timeout)
 	}
 	id, err := b.rt.Tasks().Start(ctx, spec)
+	if errors.Is(err, messages.ErrDuplicate) {
+		return b.duplicate(ctx, caller, id, key)
+	}
 	if err != nil {
 		if res := startErrResult(err); res.Text != oneLine(err.Error()) {
 			return res // the runtime's error with advice for the model
@@ -310,6 +337,16 @@ func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd 
 		text = startedUnownedText(id, spec.Kind, spec.Label)
 	}
 	return Result{Text: text, Data: Handle{Kind: "background", TaskID: id}}
+}
+
+// duplicate answers a start whose key names a task already started: the same handle
+// a start returns, and text that says no new task was started.
+func (b *BashTool) duplicate(ctx context.Context, caller messages.AgentID, id messages.TaskID, key string) Result {
+	status := "running"
+	if s, err := b.rt.Tasks().Get(ctx, id, caller); err == nil {
+		status = string(s.Status)
+	}
+	return Result{Text: duplicateText(id, key, status), Data: Handle{Kind: "background", TaskID: id}}
 }
 
 func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS int64) Result {

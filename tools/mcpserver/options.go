@@ -36,6 +36,7 @@ type config struct {
 	maxRequestBytes int64
 	pageEventBuffer int
 	logger          *slog.Logger
+	startKeys       bool // bash offers key (tools.WithStartKeys)
 }
 
 func defaultConfig() config {
@@ -124,4 +125,12 @@ func WithLogger(l *slog.Logger) Option {
 			c.logger = l
 		}
 	})
+}
+
+// WithStartKeys offers bash's key parameter (tools.WithStartKeys): a client that
+// retries a background start whose answer it lost sends the same key and gets the
+// task the first call started, with the same structuredContent, instead of a second
+// copy of the work. Off by default, as in package tools: a model has no use for it.
+func WithStartKeys() Option {
+	return optionFunc(func(c *config) { c.startKeys = true })
 }

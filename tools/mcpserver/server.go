@@ -130,8 +130,11 @@ func New(opts ...Option) (*Server, error) {
 		closed:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	bashTool, err := tools.NewBashWithRunner(rt, runner{p: bash.New(bashOpts...), interval: ProgressInterval},
-		tools.WithWorkDir(cfg.workDir))
+	bashToolOpts := []tools.BashOption{tools.WithWorkDir(cfg.workDir)}
+	if cfg.startKeys {
+		bashToolOpts = append(bashToolOpts, tools.WithStartKeys())
+	}
+	bashTool, err := tools.NewBashWithRunner(rt, runner{p: bash.New(bashOpts...), interval: ProgressInterval}, bashToolOpts...)
 	if err != nil {
 		s.cancel()
 		s.tasks.Close()

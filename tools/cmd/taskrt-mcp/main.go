@@ -53,6 +53,7 @@ type options struct {
 	maxRequest  int64
 	ui          bool
 	verbose     bool
+	startKeys   bool
 }
 
 // parse parses the flags; an error has been printed with the usage.
@@ -72,6 +73,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.token, "token", "", "HTTP: require this bearer `token` (default $"+tokenEnv+"); required when ADDR is not loopback")
 	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
 	fs.BoolVar(&o.ui, "ui", false, "HTTP: serve a live, read-only page of every session and its tasks at / (same token as /mcp)")
+	fs.BoolVar(&o.startKeys, "start-keys", false, "offer bash's key parameter: a retried background start with the same key returns the task already started")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -139,6 +141,9 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	}
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
+	}
+	if o.startKeys {
+		opts = append(opts, mcpserver.WithStartKeys())
 	}
 	srv, err := mcpserver.New(opts...)
 	if err != nil {
