@@ -32,6 +32,7 @@ type config struct {
 	retention     int  // settled records kept per bucket (0: none)
 	tombstones    int  // tombstones kept per bucket (0: none)
 	ancestors     bool // an agent's ancestors reach its tasks
+	watchLimit    int  // live watches per owner (watch.go)
 
 	meters metric.MeterProvider // nil: no metrics
 
@@ -45,6 +46,7 @@ func defaultConfig() config {
 		retention:     DefaultRetention,
 		tombstones:    DefaultTombstones,
 		ancestors:     true,
+		watchLimit:    DefaultWatchLimit,
 		logger:        slog.New(slog.DiscardHandler),
 	}
 }

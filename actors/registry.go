@@ -75,11 +75,12 @@ const (
 // taskEntry is the registry's record of a task: a live or retained task (pid set) or
 // a tombstone (pid nil, snap.Evicted set), which the registry answers itself.
 type taskEntry struct {
-	snap     messages.Snapshot
-	pid      *actor.PID
-	seq      uint64
-	notified bool   // the completion notice was claimed (notifyTask)
-	key      string // Spec.Key, "" for none (keys.go)
+	snap        messages.Snapshot
+	pid         *actor.PID
+	seq         uint64
+	notified    bool   // the completion notice was claimed (notifyTask)
+	key         string // Spec.Key, "" for none (keys.go)
+	watchCounts        // live watches and the notice claims they hold (watch.go)
 }
 
 // report marks a tombstone reported; while the task actor lives, the actor does.
@@ -284,7 +285,13 @@ func (r *registry) receive(ctx actor.Context) {
 			ctx.Poison(m.pid)
 		}
 	case *notifyTask:
-		ctx.Respond(r.claimNotice(m.id))
+		if !r.holdClaim(ctx, m.id) {
+			ctx.Respond(r.claimNotice(m.id))
+		}
+	case *watchTask:
+		r.watch(ctx, m)
+	case *watchEnded:
+		r.watchEnded(ctx, m)
 	case *subscribeEvents:
 		if r.phase != runtimeOpen {
 			ctx.Respond(&errReply{err: r.rt.closedErr()})

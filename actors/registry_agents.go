@@ -19,6 +19,7 @@ type agentEntry struct {
 	injector messages.Injector
 	bucket
 	children map[messages.AgentID]struct{}
+	watches  int // live watches on its tasks (watch.go)
 
 	phase     agentPhase
 	reason    string       // the teardown reason, once disposing

@@ -109,6 +109,7 @@ func (r *registry) forget(b *bucket, id messages.TaskID) {
 // and poisons its actor if it has one.
 func (r *registry) dropRecord(ctx actor.Context, id messages.TaskID, e *taskEntry) {
 	delete(r.tasks, id)
+	r.releaseClaims(ctx, e)
 	switch {
 	case e.pid == nil:
 		r.rt.nTombstones.Add(-1)

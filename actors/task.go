@@ -52,8 +52,9 @@ type task struct {
 	calls    sync.WaitGroup // producer calls in flight off the mailbox (Cancel, Input); Release waits for them
 	inFlight int            // the same count, as the mailbox sees it
 
-	untils []*untilWaiter // pending ReadUntil requests, in arrival order
-	grew   atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
+	untils  []*untilWaiter // pending ReadUntil requests, in arrival order
+	watches []*watch       // live watches (watch.go), in arrival order
+	grew    atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
 
 	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
 	writing   bool          // an Input call is in flight
@@ -160,6 +161,7 @@ func (t *task) receive(ctx actor.Context) {
 	case *outputGrew:
 		t.grew.Store(false)
 		t.matchUntils(ctx)
+		t.scanWatches(false)
 		// After settlement the settled event has told the output's size: output
 		// events come before it or not at all.
 		if t.phase == phaseRunning || t.phase == phaseStopping {
@@ -203,6 +205,8 @@ func (t *task) receive(ctx actor.Context) {
 		t.answerTeardown(ctx)
 	case *actor.Stopped:
 		t.stopped()
+	default:
+		t.receiveWatch(ctx)
 	}
 }
 
@@ -241,6 +245,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 			t.markReported()
 		}
 		close(t.watchStop)
+		t.endWatches() // after a last scan: their notices come before the completion notice
 		var size int64
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
@@ -422,6 +427,7 @@ func (t *task) answerTeardown(ctx actor.Context) {
 // every Cancel call returned.
 func (t *task) stopped() {
 	t.rt.nActors.Add(-1)
+	t.endWatches()
 	for _, w := range t.waiters {
 		w.timer.Stop()
 		t.rt.send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})

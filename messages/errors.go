@@ -51,6 +51,9 @@ var (
 	// when the Spec's Key names a task of the same owner that is live or still
 	// retained (see Spec.Key): nothing was started.
 	ErrDuplicate = errors.New("duplicate start")
+	// ErrWatchLimit is returned by Watch when the task's owner already has its
+	// bound of live watches.
+	ErrWatchLimit = errors.New("watch limit reached")
 )
 
 // MaxInput is the most bytes one Input call may carry.

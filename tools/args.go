@@ -39,6 +39,11 @@ func minimum(name string, v float64) tweak {
 	return func(props map[string]*jsonschema.Schema) { props[name].Minimum = &v }
 }
 
+// maximum sets an upper bound on an integer property.
+func maximum(name string, v float64) tweak {
+	return func(props map[string]*jsonschema.Schema) { props[name].Maximum = &v }
+}
+
 // minLength sets a minimum length on a string property.
 func minLength(name string, n int) tweak {
 	return func(props map[string]*jsonschema.Schema) { props[name].MinLength = &n }

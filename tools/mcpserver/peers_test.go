@@ -31,3 +31,43 @@ func TestStartKeysOverMCP(t *testing.T) {
 	}
 	release(t, gate, "done")
 }
+
+// A watch's notices reach an MCP session as completion notices do: a log message at
+// once, and appended to the session's next tool result, once; the completion notice
+// comes after the watch's last one.
+func TestWatchOverMCP(t *testing.T) {
+	srv := newServer(t)
+	c, _ := serve(t, srv)
+	c.setLogLevel(t)
+	gate1, gate2 := fifo(t), fifo(t)
+	cmd := "cat " + gate1 + "; echo 'ERROR db down'; cat " + gate2 + "; echo 'ERROR disk full'; exit 3"
+	c.call(t, "bash", map[string]any{"command": cmd, "run_in_background": true})
+	want := "watching task bash-1 for lines matching ERROR: up to 20 notices in this session, until the task finishes. Keep working; do not poll."
+	if got := texts(t, c.call(t, "task_watch", map[string]any{"task_id": "bash-1", "pattern": "ERROR"})); !slices.Equal(got, []string{want}) {
+		t.Fatalf("task_watch = %q, want %q", got, want)
+	}
+	release(t, gate1, "x")
+	first := "task bash-1 output matched ERROR: ERROR db down"
+	if l := c.nextLog(t); l.Data != first {
+		t.Fatalf("log message %v, want %q", l.Data, first)
+	}
+	list := "bash-1 [bash] running — " + cmd
+	if got, want := texts(t, c.call(t, "task_list", map[string]any{})), []string{list, first}; !slices.Equal(got, want) {
+		t.Errorf("next result = %q, want %q", got, want)
+	}
+	release(t, gate2, "y")
+	second := "task bash-1 output matched ERROR: ERROR disk full"
+	done := "background task bash-1 (bash: " + cmd + ") finished [status: completed, exit code: 3]. Read its output with task_output."
+	for _, want := range []string{second, done} {
+		if l := c.nextLog(t); l.Data != want {
+			t.Fatalf("log message %v, want %q", l.Data, want)
+		}
+	}
+	list = "bash-1 [bash] completed — " + cmd
+	if got, want := texts(t, c.call(t, "task_list", map[string]any{})), []string{list, second, done}; !slices.Equal(got, want) {
+		t.Errorf("next result = %q, want %q (the watch's notice, then the completion notice)", got, want)
+	}
+	if got, want := texts(t, c.call(t, "task_output", map[string]any{"task_id": "bash-1"})), []string{"x\nERROR db down\ny\nERROR disk full\n[status: completed, exit code: 3]"}; !slices.Equal(got, want) {
+		t.Errorf("task_output = %q, want %q (the watch read nothing away)", got, want)
+	}
+}
