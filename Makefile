@@ -25,7 +25,7 @@ mcp-transcript: ## a real stdio session with the built MCP server, as JSON-RPC l
 	$(GO) test -count=1 -run 'TestStdioSession$$' ./tools/cmd/taskrt-mcp -transcript $(CURDIR)/bin/mcp-transcript.txt
 	@cat bin/mcp-transcript.txt
 
-live-page: ## retake the README's screenshot of the live page (needs Chromium)
+live-page: ## retake docs/mcp.md's screenshot of the live page (needs Chromium)
 	$(GO) test -count=1 -run 'TestPageInBrowser$$' ./tools/mcpserver -screenshot $(CURDIR)/docs/live-page.png
 
 test: lint ## vet, gofmt check, and the race-enabled test suite (TESTFLAGS adds go test flags)

@@ -89,22 +89,6 @@ type subscriber struct {
 	missed int // events dropped since the last delivered one
 }
 
-// subscribeEvents / unsubscribeEvents maintain the registry's subscribers.
-type (
-	subscribeEvents   struct{ s *subscriber }
-	unsubscribeEvents struct{ sub *Subscription }
-	// taskOutput: a task's output grew (task → registry, only while someone
-	// subscribes).
-	taskOutput struct {
-		snap  messages.Snapshot
-		bytes int64
-	}
-)
-
-func (*subscribeEvents) isRegistryMsg()   {}
-func (*unsubscribeEvents) isRegistryMsg() {}
-func (*taskOutput) isRegistryMsg()        {}
-
 // publish hands ev to every subscriber in scope, never blocking: a full buffer
 // counts a missed event, and the subscriber's next delivered event is an overflow
 // notice. Called on the registry's goroutine.

@@ -129,6 +129,16 @@ type unsubscribe struct{ pid *actor.PID }
 // closeRuntime closes the runtime. Reply: *errReply, from the stopped registry.
 type closeRuntime struct{}
 
+// subscribeEvents / unsubscribeEvents maintain the registry's event subscribers.
+// Reply to subscribeEvents: *errReply.
+type subscribeEvents struct{ s *subscriber }
+
+type unsubscribeEvents struct{ sub *Subscription }
+
+// abandonSet ends a set wait early: its requester gave up (client → registry → set
+// waiter). The registry finds the waiter by its requester.
+type abandonSet struct{ requester *actor.PID }
+
 // ---- sent by the runtime's own actors and timers to the registry ----
 
 // taskSpawned: a new task actor announces itself; the registry indexes it.
@@ -144,6 +154,13 @@ type taskChanged struct{ snap messages.Snapshot }
 type taskSettled struct {
 	snap  messages.Snapshot
 	bytes int64 // the output's size, for a task with an output stream
+}
+
+// taskOutput: a task's output grew (task → registry, only while someone
+// subscribes).
+type taskOutput struct {
+	snap  messages.Snapshot
+	bytes int64
 }
 
 // agentQuiesced: a disposing agent actor drained its cleanups and every task it owns
@@ -206,6 +223,19 @@ type settleTimeout struct{}
 // waitTimeout: a waiter's deadline passed.
 type waitTimeout struct{ n uint64 }
 
+// outputGrew: the producer's output grew (Output.OnGrow → task). At most one is on
+// its way at a time.
+type outputGrew struct{}
+
+// untilTimeout: a ReadUntil's deadline passed.
+type untilTimeout struct{ n uint64 }
+
+// inputDone: an Input call returned (input goroutine → task).
+type inputDone struct{ err error }
+
+// inputGraceOver: a parked input's grace passed.
+type inputGraceOver struct{}
+
 // ---- listener actor ----
 
 // settlement: one task settlement to hand to an OnDone listener.
@@ -246,3 +276,13 @@ func (*cancelResult) isTaskMsg()      {}
 func (*settleTimeout) isTaskMsg()     {}
 func (*waitTimeout) isTaskMsg()       {}
 func (*settlement) isListenerMsg()    {}
+
+// Events, set waits, task output and input.
+func (*subscribeEvents) isRegistryMsg()   {}
+func (*unsubscribeEvents) isRegistryMsg() {}
+func (*abandonSet) isRegistryMsg()        {}
+func (*taskOutput) isRegistryMsg()        {}
+func (*outputGrew) isTaskMsg()            {}
+func (*untilTimeout) isTaskMsg()          {}
+func (*inputDone) isTaskMsg()             {}
+func (*inputGraceOver) isTaskMsg()        {}

@@ -19,11 +19,6 @@ type inputReq struct {
 	sender *actor.PID
 }
 
-// inputDone: an Input call returned (input goroutine → task).
-type inputDone struct{ err error }
-
-func (*inputDone) isTaskMsg() {}
-
 // input accepts an InputTask: inputs are written one at a time, in arrival order, by
 // a goroutine the runtime owns, so a full pipe never blocks the mailbox.
 func (t *task) input(ctx actor.Context, m *messages.InputTask) {
@@ -103,11 +98,6 @@ type parkedInput struct {
 	err   error
 	timer *time.Timer
 }
-
-// inputGraceOver: a parked input's grace passed.
-type inputGraceOver struct{}
-
-func (*inputGraceOver) isTaskMsg() {}
 
 func (t *task) inputGraceOver(ctx actor.Context) {
 	p := t.parked

@@ -64,17 +64,6 @@ func (t *task) consume() (string, error) {
 	})
 }
 
-// outputGrew: the producer's output grew (Output.OnGrow → task). At most one is on
-// its way at a time.
-type outputGrew struct{}
-
-// untilTimeout: a ReadUntil's deadline passed.
-type untilTimeout struct{ n uint64 }
-
-func (*outputGrew) isTaskMsg() {}
-
-func (*untilTimeout) isTaskMsg() {}
-
 // untilWaiter is one pending ReadUntil.
 type untilWaiter struct {
 	n     uint64

@@ -32,12 +32,6 @@ type setWaiter struct {
 	finishing   bool
 }
 
-// abandonSet ends a set wait early: its requester gave up (client → registry → set
-// waiter). The registry finds the waiter by its requester.
-type abandonSet struct{ requester *actor.PID }
-
-func (*abandonSet) isRegistryMsg() {}
-
 func newSetWaiterProps(rt *Runtime, req *messages.WaitTasks, requester *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &setWaiter{rt: rt, req: req, requester: requester,

@@ -315,7 +315,7 @@ func init() {
 // When the host process dies from SIGKILL, its task's leader dies with it (the
 // parent-death signal); what the leader started survives: for good in sweep mode
 // (the documented limit), until the next New in cgroup mode, which kills it and
-// removes the cgroup. This pins what the README says about host death. The test
+// removes the cgroup. This pins what docs/bash.md says about host death. The test
 // process is a child subreaper, so the dead host's orphans become its children,
 // which it reaps, reading how they died. In cgroup mode the host uses a cgroup root
 // of the test's own: under the shared one, the New of any other process on the

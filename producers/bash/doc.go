@@ -97,4 +97,7 @@
 // not for password prompts (input is data the caller hands over, typically a model's
 // tool call) nor for full-screen programs: no terminal emulator interprets their
 // escape sequences, which reach the output as raw bytes.
+//
+// docs/bash.md in the repository is the reference for users: the two containment
+// modes side by side, limits, host death, input and the known limits.
 package bash

@@ -1,0 +1,233 @@
+//go:build linux
+
+package bash
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The per-task jail: one cgroup per task (and its v1 twins for limits a hybrid
+// mount holds there), entered at spawn, ended with cgroup.kill, removed at release.
+
+// taskCgroup is one task's cgroup: a jail.
+type taskCgroup struct {
+	tree   *cgroupTree
+	dir    string            // the task's cgroup v2 directory
+	fd     int               // dir opened with O_PATH, for CLONE_INTO_CGROUP; -1 once closed
+	v1     map[string]string // controller → the task's v1 directory, for limits placed there
+	limits Limits
+	log    *slog.Logger
+}
+
+// newTask creates the cgroup of a task named name with limits lim. Each limit goes
+// to cgroup v2 when its controller is available there, else to the controller's v1
+// hierarchy (whose directory the spawning thread enters for the fork, see spawn);
+// a limit with neither is an ErrLimitsUnavailable error.
+func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *taskCgroup, err error) {
+	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, v1: map[string]string{}, limits: lim, log: log}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bash: creating the task's cgroup: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			c.closeFD()
+			_ = c.release()
+		}
+	}()
+	type setting struct{ file, value string }
+	apply := func(ctl, what string, v2 []setting, v1 []setting) error {
+		if t.v2Controller(ctl) {
+			for _, s := range v2 {
+				if err := writeFile(filepath.Join(c.dir, s.file), s.value); err != nil && !(errors.Is(err, os.ErrNotExist) && s.file == "memory.swap.max") {
+					return fmt.Errorf("bash: setting the %s limit: %w", what, err)
+				}
+			}
+			return nil
+		}
+		parent, err := t.v1Parent(ctl)
+		if err != nil {
+			return fmt.Errorf("bash: creating the %s cgroup (v1): %w", ctl, err)
+		}
+		if parent == "" {
+			return fmt.Errorf("%w: no %s controller in cgroup v2 here and no cgroup v1 %s hierarchy", ErrLimitsUnavailable, ctl, ctl)
+		}
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("bash: creating the %s cgroup (v1): %w", ctl, err)
+		}
+		c.v1[ctl] = dir
+		for _, s := range v1 {
+			if err := writeFile(filepath.Join(dir, s.file), s.value); err != nil && !(errors.Is(err, os.ErrNotExist) && s.file == "memory.memsw.limit_in_bytes") {
+				return fmt.Errorf("bash: setting the %s limit: %w", what, err)
+			}
+		}
+		return nil
+	}
+	if lim.Processes > 0 {
+		n := strconv.Itoa(lim.Processes)
+		// In v1 the spawning thread sits in the cgroup during the fork: one more
+		// until it leaves (see lowerAfterSpawn).
+		if err := apply("pids", "process", []setting{{"pids.max", n}}, []setting{{"pids.max", strconv.Itoa(lim.Processes + 1)}}); err != nil {
+			return nil, err
+		}
+	}
+	if lim.Memory > 0 {
+		n := strconv.FormatInt(lim.Memory, 10)
+		if err := apply("memory", "memory",
+			[]setting{{"memory.max", n}, {"memory.swap.max", "0"}},
+			[]setting{{"memory.limit_in_bytes", n}, {"memory.memsw.limit_in_bytes", n}}); err != nil {
+			return nil, err
+		}
+	}
+	if lim.CPU > 0 {
+		// In v1 the quota is set after the spawn, so the spawning thread is never
+		// throttled by it.
+		if err := apply("cpu", "cpu", []setting{{"cpu.max", fmt.Sprintf("%d %d", lim.cpuQuota(), cpuPeriod)}}, nil); err != nil {
+			return nil, err
+		}
+	}
+	fd, err := unix.Open(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("bash: opening the task's cgroup: %w", err)
+	}
+	c.fd = fd
+	return c, nil
+}
+
+// lowerAfterSpawn is run by the spawning thread right after the fork, before it
+// leaves the task's v1 cgroups: the process limit drops to its value (the thread no
+// longer needs its slot once it leaves), and the CPU quota is set.
+func (c *taskCgroup) lowerAfterSpawn() error {
+	var errs []error
+	if dir, ok := c.v1["pids"]; ok {
+		errs = append(errs, writeFile(filepath.Join(dir, "pids.max"), strconv.Itoa(c.limits.Processes)))
+	}
+	return errors.Join(errs...)
+}
+
+// afterSpawn sets what v1 takes after the spawn: the CPU quota.
+func (c *taskCgroup) afterSpawn() error {
+	dir, ok := c.v1["cpu"]
+	if !ok {
+		return nil
+	}
+	return errors.Join(
+		writeFile(filepath.Join(dir, "cpu.cfs_period_us"), strconv.Itoa(cpuPeriod)),
+		writeFile(filepath.Join(dir, "cpu.cfs_quota_us"), strconv.FormatInt(c.limits.cpuQuota(), 10)))
+}
+
+func (c *taskCgroup) closeFD() {
+	if c.fd >= 0 {
+		_ = unix.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// terminate sends SIGTERM to the leader's process group and to every other process
+// of the cgroup. A pid read from cgroup.procs is signalled through a pidfd, and only
+// if a second read, after the pidfd was opened, still lists it: a process that
+// exited in between and whose pid was reused outside the cgroup is never hit.
+func (c *taskCgroup) terminate(leader int) error {
+	err := signalGroup(leader, syscall.SIGTERM)
+	procs := c.dir + "/cgroup.procs"
+	fds := map[int]int{}
+	for _, pid := range readPids(procs) {
+		if pgid, perr := unix.Getpgid(pid); perr == nil && pgid == leader {
+			continue // signalled with the group
+		}
+		if fd, ferr := unix.PidfdOpen(pid, 0); ferr == nil {
+			fds[pid] = fd
+		}
+	}
+	if len(fds) == 0 {
+		return err
+	}
+	for _, pid := range readPids(procs) {
+		if fd, ok := fds[pid]; ok {
+			err = errors.Join(err, ignoreGone(unix.PidfdSendSignal(fd, unix.SIGTERM, nil, 0)))
+		}
+	}
+	for _, fd := range fds {
+		_ = unix.Close(fd)
+	}
+	return err
+}
+
+// kill sends SIGKILL to every process of the cgroup at once; a fork under way
+// cannot escape it.
+func (c *taskCgroup) kill(int) error {
+	err := writeFile(c.dir+"/cgroup.kill", "1")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// settle runs once the leader has exited: when processes are left, it counts and
+// kills them and waits for "populated 0". Then, if this process receives orphans
+// at all, it reaps the task's zombies that became its children (see reaper).
+func (c *taskCgroup) settle(leader int) (int, error) {
+	leftovers := 0
+	var err error
+	if populated(c.dir) == 1 {
+		leftovers = len(readPids(c.dir + "/cgroup.procs"))
+		if err = c.kill(leader); err == nil {
+			if !waitFor(c.dir+"/cgroup.events", sweepTimeout, func() bool { return populated(c.dir) != 1 }) {
+				err = fmt.Errorf("processes survived cgroup.kill for %s", sweepTimeout)
+			}
+		}
+		if leftovers > 0 {
+			c.log.Info("bash task: killed leftover processes", "count", leftovers)
+		}
+	}
+	if receivesOrphans() {
+		err = errors.Join(err, reaps.run(c.tree.cgroupLine(c.dir)+"\n"))
+	}
+	return leftovers, err
+}
+
+// limitHits reads what the kernel recorded about the task's limits.
+func (c *taskCgroup) limitHits() limitHits {
+	h := limitHits{limits: c.limits}
+	read := func(path, key string) int64 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return 0
+		}
+		v, _ := keyedValue(b, key)
+		return v
+	}
+	if c.limits.Memory > 0 {
+		if dir, ok := c.v1["memory"]; ok {
+			h.oomKills = read(filepath.Join(dir, "memory.oom_control"), "oom_kill")
+		} else {
+			h.oomKills = read(filepath.Join(c.dir, "memory.events"), "oom_kill")
+		}
+	}
+	if c.limits.Processes > 0 {
+		dir := c.dir
+		if d, ok := c.v1["pids"]; ok {
+			dir = d
+		}
+		h.forksRefused = read(filepath.Join(dir, "pids.events"), "max")
+	}
+	return h
+}
+
+// release removes the task's cgroups. Every process has left them by now.
+func (c *taskCgroup) release() error {
+	c.closeFD()
+	errs := []error{removeTree(c.dir)}
+	for _, dir := range c.v1 {
+		errs = append(errs, removeTree(dir))
+	}
+	return errors.Join(errs...)
+}
