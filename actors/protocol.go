@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"regexp"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/taskrt/taskrt/messages"
@@ -241,6 +243,32 @@ type inputGraceOver struct{}
 // settlement: one task settlement to hand to an OnDone listener.
 type settlement struct{ snap messages.Snapshot }
 
+// ---- watches (watch.go) ----
+
+// watchTask starts a watch (client → registry → task). Reply: *errReply, from the
+// task actor (or the registry, when refused).
+type watchTask struct {
+	id      messages.TaskID
+	caller  messages.AgentID
+	pattern string
+	re      *regexp.Regexp
+	opts    WatchOptions
+}
+
+// watchEnded: a watch's delivery sent its last notice, or the task refused the watch
+// (delivery or task → registry).
+type watchEnded struct {
+	id    messages.TaskID
+	owner messages.AgentID
+}
+
+// watchTimeout: a watch's timeout passed (timer → task).
+type watchTimeout struct{ n uint64 }
+
+// watchCapped: a watch's delivery sent its last notice under the cap (delivery →
+// task).
+type watchCapped struct{ n uint64 }
+
 func (*reserveStart) isRegistryMsg()  {}
 func (*commitStart) isRegistryMsg()   {}
 func (*abortStart) isRegistryMsg()    {}
@@ -286,3 +314,8 @@ func (*outputGrew) isTaskMsg()            {}
 func (*untilTimeout) isTaskMsg()          {}
 func (*inputDone) isTaskMsg()             {}
 func (*inputGraceOver) isTaskMsg()        {}
+func (*watchTask) isRegistryMsg()         {}
+func (*watchEnded) isRegistryMsg()        {}
+func (*watchTask) isTaskMsg()             {}
+func (*watchTimeout) isTaskMsg()          {}
+func (*watchCapped) isTaskMsg()           {}

@@ -123,38 +123,6 @@ func WithWatchLimit(n int) Option {
 	})
 }
 
-// ---- messages ----
-
-// watchTask starts a watch (client → registry → task). Reply: *errReply, from the
-// task actor (or the registry, when refused).
-type watchTask struct {
-	id      messages.TaskID
-	caller  messages.AgentID
-	pattern string
-	re      *regexp.Regexp
-	opts    WatchOptions
-}
-
-// watchEnded: a watch's delivery sent its last notice, or the task refused the watch
-// (delivery or task → registry).
-type watchEnded struct {
-	id    messages.TaskID
-	owner messages.AgentID
-}
-
-// watchTimeout: a watch's timeout passed (timer → task).
-type watchTimeout struct{ n uint64 }
-
-// watchCapped: a watch's delivery sent its last notice under the cap (delivery →
-// task).
-type watchCapped struct{ n uint64 }
-
-func (*watchTask) isRegistryMsg()  {}
-func (*watchEnded) isRegistryMsg() {}
-func (*watchTask) isTaskMsg()      {}
-func (*watchTimeout) isTaskMsg()   {}
-func (*watchCapped) isTaskMsg()    {}
-
 // ---- registry ----
 
 // watchCounts are the registry's counts of live watches (requested and not yet
