@@ -28,20 +28,22 @@ const (
 // only when the tool's run_in_background is enabled (the default), and Stdin only when
 // stdin is enabled too (the default; see WithoutStdin).
 type BashArgs struct {
-	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
-	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
-	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
-	Key             string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
-	Stdin           string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
+	Command           string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
+	TimeoutMS         int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
+	RunInBackground   bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+	Key               string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
+	BackgroundAfterMS int64  `json:"background_after_ms,omitempty" jsonschema:"Foreground only: if the command is still running after this many milliseconds, move it to the background instead of waiting or killing it: the call returns its output so far and a background task id, as run_in_background would, and the command runs on as that task."`
+	Stdin             string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
 }
 
 // bashNoStdinArgs is BashArgs without stdin: the schema and decoder of a bash tool
 // whose background commands take no input (WithoutStdin).
 type bashNoStdinArgs struct {
-	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
-	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
-	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
-	Key             string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
+	Command           string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
+	TimeoutMS         int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
+	RunInBackground   bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+	Key               string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
+	BackgroundAfterMS int64  `json:"background_after_ms,omitempty" jsonschema:"Foreground only: if the command is still running after this many milliseconds, move it to the background instead of waiting or killing it: the call returns its output so far and a background task id, as run_in_background would, and the command runs on as that task."`
 }
 
 // bashForegroundArgs is BashArgs without run_in_background: the schema and decoder of
@@ -64,7 +66,8 @@ const bashDescription = "Run a shell command with /bin/bash -c and return its ou
 	"The command runs in its own process group with no terminal and empty stdin; at its timeout the whole group is killed. "
 
 const bashBackgroundDescription = "With run_in_background: true the command starts as a background task and the call returns its task id at once: " +
-	"read its output with task_output, stop it with task_kill, and expect a notice in this session when it finishes."
+	"read its output with task_output, stop it with task_kill, and expect a notice in this session when it finishes. " +
+	"For a command that may or may not take long (a build, a test run), set background_after_ms instead: it answers in the foreground if it finishes by then, and otherwise moves to the background and returns its task id with the output so far."
 
 const bashStdinDescription = " A background command can take input: with stdin: \"pipe\" it reads what you send with task_input, " +
 	"and with stdin: \"tty\" it runs on a terminal of its own instead (for a REPL or a prompt that needs one)."
@@ -271,7 +274,7 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	case b.cfg.background:
 		var bg bashNoStdinArgs
 		given, err = b.args.decode(raw, &bg)
-		a = BashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground, Key: bg.Key}
+		a = BashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground, Key: bg.Key, BackgroundAfterMS: bg.BackgroundAfterMS}
 	default:
 		var fg bashForegroundArgs
 		given, err = b.args.decode(raw, &fg)
@@ -299,12 +302,23 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	if len(a.Key) > messages.MaxKey {
 		return errResult(argErr("key must be at most %d bytes", messages.MaxKey))
 	}
+	if given["background_after_ms"] {
+		switch {
+		case a.RunInBackground:
+			return errResult(argErr("background_after_ms is for foreground calls (with run_in_background the command is in the background from the start)"))
+		case a.BackgroundAfterMS <= 0 || a.BackgroundAfterMS > maxTimeoutMS:
+			return errResult(argErr("background_after_ms must be a positive number of milliseconds"))
+		}
+	}
 	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin}
 	if a.RunInBackground {
 		if a.TimeoutMS > maxTimeoutMS {
 			return errResult(argErr("timeout_ms must be at most %d", maxTimeoutMS))
 		}
 		return b.background(ctx, caller, cmd, time.Duration(a.TimeoutMS)*time.Millisecond, a.Key)
+	}
+	if given["background_after_ms"] {
+		return b.foregroundOrMove(ctx, caller, cmd, a.TimeoutMS, time.Duration(a.BackgroundAfterMS)*time.Millisecond)
 	}
 	return b.foreground(ctx, cmd, a.TimeoutMS)
 }
@@ -349,7 +363,9 @@ func (b *BashTool) duplicate(ctx context.Context, caller messages.AgentID, id me
 	return Result{Text: duplicateText(id, key, status), Data: Handle{Kind: "background", TaskID: id}}
 }
 
-func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS int64) Result {
+// foregroundTimeout is a foreground call's timeout, and the line saying it was
+// clamped ("" when it was not).
+func (b *BashTool) foregroundTimeout(timeoutMS int64) (time.Duration, string) {
 	timeout, clamped := b.cfg.timeout, ""
 	if timeoutMS > 0 {
 		timeout = time.Duration(timeoutMS) * time.Millisecond
@@ -357,6 +373,11 @@ func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS i
 			timeout, clamped = b.cfg.maxTimeout, clampedText(maxMS)
 		}
 	}
+	return timeout, clamped
+}
+
+func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS int64) Result {
+	timeout, clamped := b.foregroundTimeout(timeoutMS)
 	r, err := b.run.Run(ctx, cmd, timeout)
 	if err != nil && r.Outcome.Status == "" {
 		return errResult(err) // nothing ran
@@ -388,38 +409,45 @@ func withTimeout(run func() (messages.Hooks, error), timeout time.Duration) func
 		if err != nil {
 			return h, err
 		}
-		done := make(chan messages.Outcome, 1)
-		inner, cancel := h.Done, h.Cancel
-		var cancelled atomic.Bool // someone else (a kill, a teardown) cancelled first
-		h.Done = done
-		h.Cancel = func(reason string) error {
-			err := cancel(reason)
-			if err == nil {
-				cancelled.Store(true)
-			}
-			return err
-		}
-		go func() {
-			t := time.NewTimer(timeout)
-			defer t.Stop()
-			select {
-			case o := <-inner:
-				done <- o
-				return
-			case <-t.C:
-			}
-			note := fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
-			if cancelled.Load() || cancel(note) != nil {
-				note = ""
-			}
-			o := <-inner
-			if note != "" && o.Status == messages.Killed {
-				o.Detail = strings.TrimSuffix(note+", "+o.Detail, ", ")
-			}
-			done <- o
-		}()
-		return h, nil
+		return timeoutHooks(h, timeout, timeout), nil
 	}
+}
+
+// timeoutHooks wraps running work's hooks so that the work is cancelled once wait has
+// passed, saying "timed out after <timeout>" (see withTimeout): a command moved to
+// the background has run part of its timeout already.
+func timeoutHooks(h messages.Hooks, wait, timeout time.Duration) messages.Hooks {
+	done := make(chan messages.Outcome, 1)
+	inner, cancel := h.Done, h.Cancel
+	var cancelled atomic.Bool // someone else (a kill, a teardown) cancelled first
+	h.Done = done
+	h.Cancel = func(reason string) error {
+		err := cancel(reason)
+		if err == nil {
+			cancelled.Store(true)
+		}
+		return err
+	}
+	go func() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case o := <-inner:
+			done <- o
+			return
+		case <-t.C:
+		}
+		note := fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
+		if cancelled.Load() || cancel(note) != nil {
+			note = ""
+		}
+		o := <-inner
+		if note != "" && o.Status == messages.Killed {
+			o.Detail = strings.TrimSuffix(note+", "+o.Detail, ", ")
+		}
+		done <- o
+	}()
+	return h
 }
 
 var _ Tool = (*BashTool)(nil)

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/taskrt/taskrt/tools/mcpserver"
@@ -69,5 +70,28 @@ func TestWatchOverMCP(t *testing.T) {
 	}
 	if got, want := texts(t, c.call(t, "task_output", map[string]any{"task_id": "bash-1"})), []string{"x\nERROR db down\ny\nERROR disk full\n[status: completed, exit code: 3]"}; !slices.Equal(got, want) {
 		t.Errorf("task_output = %q, want %q (the watch read nothing away)", got, want)
+	}
+}
+
+// A foreground bash call with background_after_ms that runs long returns, over MCP,
+// the structuredContent a run_in_background start returns; the command runs on as
+// that task, and its early output is still read.
+func TestBackgroundAfterOverMCP(t *testing.T) {
+	srv := newServer(t)
+	c, _ := serve(t, srv)
+	gate := fifo(t)
+	res := c.call(t, "bash", map[string]any{"command": "echo early; cat " + gate + "; echo late", "background_after_ms": 200})
+	if got, want := structured(t, res), `{"kind":"background","task_id":"bash-1"}`; got != want {
+		t.Errorf("structuredContent = %s, want %s", got, want)
+	}
+	text := texts(t, res)
+	if len(text) != 1 || !strings.Contains(text[0], "(still running after 200 ms: moved to the background as task bash-1 (bash: echo early; cat ") ||
+		!strings.HasSuffix(text[0], "[status: running]") || res.IsError {
+		t.Errorf("result = %q (isError %v), want the move's text", text, res.IsError)
+	}
+	release(t, gate, "x")
+	got := texts(t, c.call(t, "task_output", map[string]any{"task_id": "bash-1", "wait": true}))
+	if want := []string{"early\nx\nlate\n[status: completed, exit code: 0]"}; !slices.Equal(got, want) {
+		t.Errorf("task_output = %q, want %q", got, want)
 	}
 }
