@@ -51,7 +51,7 @@ func (t *Tasks) Adopt(ctx context.Context, s messages.Spec, h messages.Hooks) (m
 		return res.dup, fmt.Errorf("%w: key %q is task %s", messages.ErrDuplicate, s.Key, res.dup)
 	}
 	if err := ctx.Err(); err != nil {
-		rt.send(rt.registry, &abortStart{token: res.token})
+		tellRegistry(rt.system.Root, rt, &abortStart{token: res.token})
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
 	}
 	m, err = rt.callUntilReply(&commitStart{token: res.token, hooks: h})

@@ -65,13 +65,72 @@ func newAgentProps(rt *Runtime, id messages.AgentID) *actor.Props {
 }
 
 func (a *agent) Receive(ctx actor.Context) {
-	if err := messages.Contain("agent actor", func() error { a.receive(ctx); return nil }); err != nil {
-		// A bug in the runtime: stop the agent's work rather than restart the actor.
-		a.rt.log.Error("taskrt: agent actor panicked", "agent", a.id, "err", err, "stack", string(err.(*messages.PanicError).Stack))
+	err := messages.Contain("agent actor", func() error { a.receive(ctx); return nil })
+	if err == nil {
+		return
+	}
+	pe := err.(*messages.PanicError)
+	a.rt.log.Error("taskrt: agent actor panicked", "agent", a.id, "message", fmt.Sprintf("%T", ctx.Message()), "err", pe, "stack", string(pe.Stack))
+	a.fail(ctx, pe)
+}
+
+// fail handles a panic in the agent actor's own code: a runtime bug that may have
+// lost the message it was handling (a command of the registry, a cleanup's end, a
+// task's teardownDone), and with it the event the disposal waits for. The actor is
+// not restarted (its children are its tasks). Instead a requester is answered with
+// the fault, the fault goes to the registry (which returns it from Dispose and sends
+// its current command again: beginDispose or stopAgent), and the agent redoes the
+// step of its phase that waits for an event, so that the disposal still ends:
+//
+//	open         nothing waits yet: carry on
+//	draining     the cleanup in flight is given up (its end may have been the lost
+//	             message); the rest still run, then the tasks are torn down
+//	tearingDown  every task not yet accounted for is asked again (a settled task
+//	             answers at once); one that stopped meanwhile counts as done
+//	quiesced     agentQuiesced is sent again (the registry takes it once)
+//	stopping     stop if no task actor is left
+//
+// A panic while doing that is logged and goes no further.
+func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
+	if ctx.Sender() != nil {
+		ctx.Respond(fmt.Errorf("taskrt: agent %s: the runtime failed: %w", a.id, pe))
+	}
+	tellRegistry(ctx, a.rt, &agentFailed{id: a.id, err: pe})
+	err := messages.Contain("agent actor recovery", func() error {
+		switch a.phase {
+		case agentActorDraining:
+			a.running = nil
+			a.advance(ctx, agentActorDraining)
+		case agentActorTearingDown:
+			live := map[string]bool{}
+			for _, c := range ctx.Children() {
+				if _, ok := a.awaiting[c.Id]; ok {
+					live[c.Id] = true
+					requestTask(ctx, c, &teardown{reason: a.reason})
+				}
+			}
+			for id := range a.awaiting {
+				if !live[id] {
+					delete(a.awaiting, id)
+				}
+			}
+			a.advance(ctx, agentActorTearingDown)
+		case agentActorQuiesced:
+			tellRegistry(ctx, a.rt, &agentQuiesced{id: a.id})
+		case agentActorStopping:
+			a.advance(ctx, agentActorStopping)
+		}
+		return nil
+	})
+	if err != nil {
+		a.rt.log.Error("taskrt: agent actor panicked again while recovering", "agent", a.id, "err", err)
 	}
 }
 
 func (a *agent) receive(ctx actor.Context) {
+	if a.rt.cfg.agentHook != nil {
+		a.rt.cfg.agentHook(a.id, ctx.Message())
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.rt.nActors.Add(1)
@@ -91,6 +150,9 @@ func (a *agent) receive(ctx actor.Context) {
 			}
 		}
 	case *beginDispose:
+		if a.phase != agentActorOpen {
+			return // sent again after a fault (agentFailed)
+		}
 		a.reason = m.reason
 		a.drainToken = a.rt.nextToken.Add(1)
 		a.advance(ctx, agentActorDraining)
@@ -137,7 +199,7 @@ func (a *agent) advance(ctx actor.Context, from agentActorPhase) {
 		a.awaiting = map[string]struct{}{}
 		for _, c := range ctx.Children() {
 			a.awaiting[c.Id] = struct{}{}
-			ctx.Request(c, &teardown{reason: a.reason})
+			requestTask(ctx, c, &teardown{reason: a.reason})
 		}
 		fallthrough
 	case from == agentActorTearingDown && a.phase == agentActorTearingDown:
@@ -145,7 +207,7 @@ func (a *agent) advance(ctx actor.Context, from agentActorPhase) {
 			return
 		}
 		a.phase = agentActorQuiesced
-		ctx.Send(a.rt.registry, &agentQuiesced{id: a.id})
+		tellRegistry(ctx, a.rt, &agentQuiesced{id: a.id})
 	case from == agentActorQuiesced && a.phase == agentActorQuiesced: // stopAgent
 		a.phase = agentActorStopping
 		fallthrough
@@ -179,7 +241,7 @@ func (a *agent) runCleanup(ctx actor.Context) {
 	self, rt := ctx.Self(), a.rt
 	rt.goSafe("cleanup", func() {
 		err := messages.Contain("cleanup", func() error { return c.fn(cctx) })
-		rt.send(self, &cleanupDone{handle: c.handle, err: err})
+		tellAgent(rt.system.Root, self, &cleanupDone{handle: c.handle, err: err})
 	})
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -64,7 +66,7 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	if res.dup != "" {
 		return res.dup, fmt.Errorf("%w: key %q is task %s", messages.ErrDuplicate, s.Key, res.dup)
 	}
-	abort := func() { rt.send(rt.registry, &abortStart{token: res.token}) }
+	abort := func() { tellRegistry(rt.system.Root, rt, &abortStart{token: res.token}) }
 	if err := ctx.Err(); err != nil {
 		abort()
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
@@ -130,7 +132,7 @@ func taskErr(id messages.TaskID, err error) error {
 
 // Get returns a task's snapshot without consuming anything.
 func (t *Tasks) Get(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.Snapshot, error) {
-	m, err := t.rt.call(ctx, &messages.GetTask{ID: id, Caller: caller})
+	m, err := t.rt.ask(ctx, &messages.GetTask{ID: id, Caller: caller})
 	if err != nil {
 		return messages.Snapshot{}, t.rt.noActorErr(err)
 	}
@@ -140,7 +142,7 @@ func (t *Tasks) Get(ctx context.Context, id messages.TaskID, caller messages.Age
 
 // List returns the caller-visible tasks (owned by caller, or unowned) in start order.
 func (t *Tasks) List(ctx context.Context, caller messages.AgentID) ([]messages.Snapshot, error) {
-	m, err := t.rt.call(ctx, &messages.ListTasks{Caller: caller})
+	m, err := t.rt.ask(ctx, &messages.ListTasks{Caller: caller})
 	if err != nil {
 		return nil, t.rt.noActorErr(err)
 	}
@@ -152,7 +154,7 @@ func (t *Tasks) List(ctx context.Context, caller messages.AgentID) ([]messages.S
 // per task), or a final-output task's output once it is terminal ("" before), with
 // the snapshot. A read that returns a terminal snapshot marks the task reported.
 func (t *Tasks) Read(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.ReadResult, error) {
-	m, err := t.rt.call(ctx, &messages.ReadTask{ID: id, Caller: caller})
+	m, err := t.rt.ask(ctx, &messages.ReadTask{ID: id, Caller: caller})
 	if err != nil {
 		return messages.ReadResult{}, taskErr(id, err)
 	}
@@ -166,7 +168,7 @@ func (t *Tasks) Read(ctx context.Context, id messages.TaskID, caller messages.Ag
 // fails the call with an error wrapping ErrCancelFailed and the producer's error, and
 // leaves the task untouched.
 func (t *Tasks) Kill(ctx context.Context, id messages.TaskID, caller messages.AgentID, reason string) (messages.KillResult, error) {
-	m, err := t.rt.call(ctx, &messages.KillTask{ID: id, Caller: caller, Reason: reason})
+	m, err := t.rt.ask(ctx, &messages.KillTask{ID: id, Caller: caller, Reason: reason})
 	if err != nil {
 		return "", taskErr(id, err)
 	}
@@ -185,39 +187,19 @@ func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.Ag
 	if timeout <= 0 {
 		return messages.Snapshot{}, invalidWaitTimeout(timeout)
 	}
-	if rt.closed.Load() {
-		return messages.Snapshot{}, rt.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
+	// The deadline travels in the request: the task actor ends the wait itself. An
+	// abandoned wait is answered with the terminal snapshot if the task settled first,
+	// or with the current one.
+	m, abandoned, err := rt.abandonable(ctx, &messages.WaitTask{ID: id, Caller: caller, Timeout: timeout},
+		func(w *actor.PID) registryMsg { return &abandonWait{id: id, caller: caller, waiter: w} })
+	if err != nil {
 		return messages.Snapshot{}, err
 	}
-	r := newReply(rt)
-	// The deadline travels in the request: the task actor ends the wait itself.
-	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTask{ID: id, Caller: caller, Timeout: timeout}, r.pid)
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		return waitResult(id, m)
-	case <-rt.stopped:
-		r.release()
-		return messages.Snapshot{}, rt.closedErr()
-	case <-ctx.Done():
-	}
-	// Abandon the wait. The task answers exactly once either way: with the terminal
-	// snapshot if it settled first, or with the current one.
-	rt.send(rt.registry, &abandonWait{id: id, caller: caller, waiter: r.pid})
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		s, err := waitResult(id, m)
-		if err != nil || s.Status.Terminal() {
-			return s, err
-		}
+	s, err := waitResult(id, m)
+	if abandoned && err == nil && !s.Status.Terminal() {
 		return s, ctx.Err()
-	case <-rt.stopped:
-		r.release()
-		return messages.Snapshot{}, rt.closedErr()
 	}
+	return s, err
 }
 
 // Input writes data to a task's input (a process's stdin) and, when eof is set,
@@ -233,7 +215,7 @@ func (t *Tasks) Input(ctx context.Context, id messages.TaskID, caller messages.A
 	if len(data) > messages.MaxInput {
 		return fmt.Errorf("%w: input of %d bytes is over the bound of %d bytes per call", messages.ErrInvalidArgument, len(data), messages.MaxInput)
 	}
-	m, err := t.rt.call(ctx, &messages.InputTask{ID: id, Caller: caller, Data: data, EOF: eof})
+	m, err := t.rt.ask(ctx, &messages.InputTask{ID: id, Caller: caller, Data: data, EOF: eof})
 	if err != nil {
 		return taskErr(id, err)
 	}
@@ -258,43 +240,19 @@ func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messag
 	if _, err := regexp.Compile(pattern); err != nil {
 		return messages.UntilResult{}, fmt.Errorf("%w: pattern: %v", messages.ErrInvalidArgument, err)
 	}
-	if rt.closed.Load() {
-		return messages.UntilResult{}, rt.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
+	m, abandoned, err := rt.abandonable(ctx, &messages.ReadUntil{ID: id, Caller: caller, Pattern: pattern, Timeout: timeout},
+		func(w *actor.PID) registryMsg { return &abandonWait{id: id, caller: caller, waiter: w} })
+	if err != nil {
 		return messages.UntilResult{}, err
 	}
-	r := newReply(rt)
-	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.ReadUntil{ID: id, Caller: caller, Pattern: pattern, Timeout: timeout}, r.pid)
-	result := func(m any) (messages.UntilResult, error) {
-		rep, ok := m.(*messages.ReadUntilReply)
-		if !ok {
-			return messages.UntilResult{}, notFound(id)
-		}
-		return rep.Result, rep.Err
+	rep, ok := m.(*messages.ReadUntilReply)
+	if !ok {
+		return messages.UntilResult{}, notFound(id)
 	}
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		return result(m)
-	case <-rt.stopped:
-		r.release()
-		return messages.UntilResult{}, rt.closedErr()
-	case <-ctx.Done():
+	if abandoned && rep.Err == nil && rep.Result.Reason == "" {
+		return rep.Result, ctx.Err()
 	}
-	rt.send(rt.registry, &abandonWait{id: id, caller: caller, waiter: r.pid})
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		res, err := result(m)
-		if err != nil || res.Reason != "" {
-			return res, err
-		}
-		return res, ctx.Err()
-	case <-rt.stopped:
-		r.release()
-		return messages.UntilResult{}, rt.closedErr()
-	}
+	return rep.Result, rep.Err
 }
 
 // Peek is an observer read: up to max raw bytes of a stream task's output from byte
@@ -305,7 +263,7 @@ func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messag
 // returned. Tasks without an output stream fail with ErrNoOutputStream; a tombstone
 // returns no bytes and its snapshot. The owner fence applies as to every call.
 func (t *Tasks) Peek(ctx context.Context, id messages.TaskID, caller messages.AgentID, off int64, max int) (messages.PeekResult, error) {
-	m, err := t.rt.call(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: max})
+	m, err := t.rt.ask(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: max})
 	if err != nil {
 		return messages.PeekResult{}, taskErr(id, err)
 	}
@@ -363,7 +321,7 @@ func (t *Tasks) AttachSurface(name string) (detach func()) {
 	return func() {
 		once.Do(func() {
 			if !rt.closed.Load() {
-				rt.send(rt.registry, &detachSurface{handle: h})
+				tellRegistry(rt.system.Root, rt, &detachSurface{handle: h})
 			}
 		})
 	}
@@ -460,7 +418,7 @@ func (a *Agents) OnCleanup(ctx context.Context, id messages.AgentID, cleanup fun
 	return func() {
 		once.Do(func() {
 			if !rt.closed.Load() {
-				rt.send(rt.registry, &removeCleanup{agent: id, handle: r.handle})
+				tellRegistry(rt.system.Root, rt, &removeCleanup{agent: id, handle: r.handle})
 			}
 		})
 	}, nil

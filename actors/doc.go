@@ -62,7 +62,9 @@
 // Release, an injector, a cleanup, a listener — are contained by one helper and
 // become errors (*messages.PanicError, which keeps the stack) or recorded failures, never a
 // crash and never a restart. A panic in the runtime's own code is a bug: a task actor
-// records its task failed; the registry records the fault, closes the runtime (every
+// records its task failed; an agent actor reports the fault, which that agent's
+// Dispose returns, and redoes the step its disposal waits on, so the disposal still
+// ends; the registry records the fault, closes the runtime (every
 // task torn down, every agent disposed) and makes every later call fail with
 // ErrClosed wrapping the fault, which Close returns — it never carries on with state
 // a panic may have left half-updated.

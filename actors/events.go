@@ -29,7 +29,7 @@ func (s *Subscription) Events() <-chan messages.Event { return s.ch }
 func (s *Subscription) Close() {
 	s.once.Do(func() {
 		if !s.rt.closed.Load() {
-			s.rt.send(s.rt.registry, &unsubscribeEvents{sub: s})
+			tellRegistry(s.rt.system.Root, s.rt, &unsubscribeEvents{sub: s})
 		}
 	})
 }

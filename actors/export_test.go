@@ -15,6 +15,12 @@ func WithRegistryHook(hook func(msg any)) Option {
 	return optionFunc(func(c *config) { c.registryHook = hook })
 }
 
+// WithAgentHook calls hook on an agent actor's goroutine before it handles each
+// message: fault injection for the agent actor's panic containment.
+func WithAgentHook(hook func(agent messages.AgentID, msg any)) Option {
+	return optionFunc(func(c *config) { c.agentHook = hook })
+}
+
 // RecordingAllocs is the allocations per recorded task start, settlement, stop and
 // notice, with the given meter provider (nil: none) and after a first recording of
 // the same attributes.

@@ -95,7 +95,7 @@ func (rt *Runtime) subscribe(fn func(messages.Snapshot)) func() {
 			return
 		}
 		if !rt.closed.Load() {
-			rt.send(rt.registry, &unsubscribe{pid: pid})
+			tellRegistry(rt.system.Root, rt, &unsubscribe{pid: pid})
 		}
 		// Wait for a call in progress to return, so that no listener code runs after
 		// unsubscribe returned — unless this is that call unsubscribing itself.

@@ -6,6 +6,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/taskrt/taskrt/messages"
 )
 
 // Defaults for the runtime's options.
@@ -36,7 +38,8 @@ type config struct {
 
 	meters metric.MeterProvider // nil: no metrics
 
-	registryHook func(msg any) // tests only: called before the registry handles msg
+	registryHook func(msg any)                         // tests only: called before the registry handles msg
+	agentHook    func(agent messages.AgentID, msg any) // tests only: called before an agent actor handles msg
 }
 
 func defaultConfig() config {

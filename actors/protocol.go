@@ -27,6 +27,29 @@ type taskMsg interface{ isTaskMsg() }
 // listenerMsg is the sealed set of messages a listener actor accepts.
 type listenerMsg interface{ isListenerMsg() }
 
+// setWaiterMsg is the sealed set of internal messages a set waiter accepts (besides
+// the WaitReply answers to its own waits).
+type setWaiterMsg interface{ isSetWaiterMsg() }
+
+// Sealed sends: every internal message goes to its actor through one of these, so a
+// message sent to the wrong actor does not compile. c is the sending actor's context,
+// or rt.system.Root from a goroutine or a timer. Replies (to a typed client's reply
+// process, or a public messages reply) are not part of a sealed set and go with
+// Respond or Send.
+
+func tellRegistry(c actor.SenderContext, rt *Runtime, m registryMsg) { c.Send(rt.registry, m) }
+
+func tellAgent(c actor.SenderContext, agent *actor.PID, m agentMsg) { c.Send(agent, m) }
+
+func tellTask(c actor.SenderContext, task *actor.PID, m taskMsg) { c.Send(task, m) }
+
+// requestTask sends with c as the sender, for a message the task answers (teardown).
+func requestTask(c actor.SenderContext, task *actor.PID, m taskMsg) { c.Request(task, m) }
+
+func tellListener(c actor.SenderContext, listener *actor.PID, m listenerMsg) { c.Send(listener, m) }
+
+func tellSetWaiter(c actor.SenderContext, waiter *actor.PID, m setWaiterMsg) { c.Send(waiter, m) }
+
 // ---- sent by the typed client to the registry ----
 
 // reserveStart is a start's preflight (client → registry). On success the registry
@@ -163,6 +186,13 @@ type taskSettled struct {
 type taskOutput struct {
 	snap  messages.Snapshot
 	bytes int64
+}
+
+// agentFailed: an agent actor's own code panicked (a runtime bug); the registry keeps
+// the first fault and returns it from Dispose.
+type agentFailed struct {
+	id  messages.AgentID
+	err *messages.PanicError
 }
 
 // agentQuiesced: a disposing agent actor drained its cleanups and every task it owns
@@ -309,7 +339,9 @@ func (*settlement) isListenerMsg()    {}
 func (*subscribeEvents) isRegistryMsg()   {}
 func (*unsubscribeEvents) isRegistryMsg() {}
 func (*abandonSet) isRegistryMsg()        {}
+func (*abandonSet) isSetWaiterMsg()       {}
 func (*taskOutput) isRegistryMsg()        {}
+func (*agentFailed) isRegistryMsg()       {}
 func (*outputGrew) isTaskMsg()            {}
 func (*untilTimeout) isTaskMsg()          {}
 func (*inputDone) isTaskMsg()             {}

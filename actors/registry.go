@@ -151,6 +151,10 @@ func (r *registry) receive(ctx actor.Context) {
 	if r.rt.cfg.registryHook != nil {
 		r.rt.cfg.registryHook(ctx.Message())
 	}
+	if req, ok := ctx.Message().(messages.Request); ok && ctx.Sender() == nil {
+		r.noSender(ctx, req)
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.rt.nActors.Add(1)
@@ -218,7 +222,7 @@ func (r *registry) receive(ctx actor.Context) {
 	case *abandonSet:
 		for _, w := range r.setWaiters {
 			if w[1].Equal(m.requester) {
-				ctx.Send(w[0], m)
+				tellSetWaiter(ctx, w[0], m)
 			}
 		}
 	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks,
@@ -342,6 +346,10 @@ func (r *registry) receive(ctx actor.Context) {
 		}
 		a.disposers = append(a.disposers, ctx.Sender())
 		r.beginDisposal(ctx, a, "owner disposed")
+	case *agentFailed:
+		if a, ok := r.agents[m.id]; ok {
+			r.agentFailed(ctx, a, m.err)
+		}
 	case *agentQuiesced:
 		if a, ok := r.agents[m.id]; ok && a.phase == agentDraining {
 			r.advanceAgent(ctx, a, agentAwaitingChildren)
@@ -385,27 +393,44 @@ func (r *registry) receive(ctx actor.Context) {
 // byValue answers a public request sent by value instead of by pointer with the
 // matching reply carrying ErrInvalidArgument.
 func (r *registry) byValue(ctx actor.Context, m any) {
-	err := fmt.Errorf("%w: send *messages.%s, not a value", messages.ErrInvalidArgument, reflect.TypeOf(m).Name())
+	ctx.Respond(refusal(m, fmt.Errorf("%w: send *messages.%s, not a value", messages.ErrInvalidArgument, reflect.TypeOf(m).Name())))
+}
+
+// noSender refuses a public request that came without a sender (sent with Send, not
+// Request or RequestFuture): nobody could be answered, and a task must not act on a
+// request whose answer has nowhere to go (before, a routed one failed the task with a
+// nil-pointer panic when it answered). The refusal is logged, and its reply goes to
+// the actor system's dead letters (a DeadLetterEvent on its EventStream), where the
+// embedder can see it.
+func (r *registry) noSender(ctx actor.Context, m messages.Request) {
+	r.rt.log.Error("taskrt: request without a sender refused; send it with Request or RequestFuture", "type", fmt.Sprintf("%T", m))
+	ctx.Respond(refusal(m, fmt.Errorf("%w: %T sent without a sender (use Request or RequestFuture): nobody to answer", messages.ErrInvalidArgument, m)))
+}
+
+// refusal is the reply to the public request m (by pointer or by value) that carries
+// err.
+func refusal(m any, err error) any {
 	switch m.(type) {
-	case messages.GetTask:
-		ctx.Respond(&messages.SnapshotReply{Err: err})
-	case messages.ListTasks:
-		ctx.Respond(&messages.ListReply{Err: err})
-	case messages.ReadTask:
-		ctx.Respond(&messages.ReadReply{Err: err})
-	case messages.KillTask:
-		ctx.Respond(&messages.KillReply{Err: err})
-	case messages.WaitTask:
-		ctx.Respond(&messages.WaitReply{Err: err})
-	case messages.WaitTasks:
-		ctx.Respond(&messages.WaitTasksReply{Err: err})
-	case messages.InputTask:
-		ctx.Respond(&messages.InputReply{Err: err})
-	case messages.ReadUntil:
-		ctx.Respond(&messages.ReadUntilReply{Err: err})
-	case messages.PeekTask:
-		ctx.Respond(&messages.PeekReply{Err: err})
+	case *messages.GetTask, messages.GetTask:
+		return &messages.SnapshotReply{Err: err}
+	case *messages.ListTasks, messages.ListTasks:
+		return &messages.ListReply{Err: err}
+	case *messages.ReadTask, messages.ReadTask:
+		return &messages.ReadReply{Err: err}
+	case *messages.KillTask, messages.KillTask:
+		return &messages.KillReply{Err: err}
+	case *messages.WaitTask, messages.WaitTask:
+		return &messages.WaitReply{Err: err}
+	case *messages.WaitTasks, messages.WaitTasks:
+		return &messages.WaitTasksReply{Err: err}
+	case *messages.InputTask, messages.InputTask:
+		return &messages.InputReply{Err: err}
+	case *messages.ReadUntil, messages.ReadUntil:
+		return &messages.ReadUntilReply{Err: err}
+	case *messages.PeekTask, messages.PeekTask:
+		return &messages.PeekReply{Err: err}
 	}
+	return err
 }
 
 // ---- settlements ----
@@ -430,7 +455,7 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	// Listeners are silent from the moment Close begins.
 	if r.phase == runtimeOpen && !r.rt.closing.Load() {
 		for _, pid := range r.listeners {
-			ctx.Send(pid, &settlement{snap: m.snap})
+			tellListener(ctx, pid, &settlement{snap: m.snap})
 		}
 	}
 	b := r.bucketOf(m.snap.Owner)

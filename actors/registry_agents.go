@@ -22,8 +22,9 @@ type agentEntry struct {
 	watches  int // live watches on its tasks (watch.go)
 
 	phase     agentPhase
-	reason    string       // the teardown reason, once disposing
-	disposers []*actor.PID // Dispose callers, answered when the agent is gone
+	reason    string               // the teardown reason, once disposing
+	disposers []*actor.PID         // Dispose callers, answered when the agent is gone
+	fault     *messages.PanicError // the agent actor's first panic (agentFailed), returned by Dispose
 }
 
 // agentPhase is an agent's life as the registry sees it (advanceAgent is the only
@@ -115,7 +116,7 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 			}
 			r.disarmStartsOverdue(a.id)
 			a.phase = agentDraining
-			ctx.Send(a.pid, &beginDispose{reason: a.reason})
+			tellAgent(ctx, a.pid, &beginDispose{reason: a.reason})
 		case agentAwaitingChildren:
 			// An agent is gone only after its child agents are (transitive quiescence).
 			if len(a.children) > 0 {
@@ -131,10 +132,24 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 				}
 			}
 			a.bucket = bucket{}
-			ctx.Send(a.pid, &stopAgent{})
+			tellAgent(ctx, a.pid, &stopAgent{})
 		default: // open, draining, stopping: waiting for an event
 			return
 		}
+	}
+}
+
+// agentFailed records an agent actor's first fault, which Dispose returns, and sends
+// the command the agent may have lost to the panic again (the agent takes each once).
+func (r *registry) agentFailed(ctx actor.Context, a *agentEntry, pe *messages.PanicError) {
+	if a.fault == nil {
+		a.fault = pe
+	}
+	switch a.phase {
+	case agentDraining:
+		tellAgent(ctx, a.pid, &beginDispose{reason: a.reason})
+	case agentStopping:
+		tellAgent(ctx, a.pid, &stopAgent{})
 	}
 }
 
@@ -145,8 +160,12 @@ func (r *registry) agentGone(ctx actor.Context, a *agentEntry) {
 	delete(r.agents, a.id)
 	delete(r.byPID, a.pid.Id)
 	r.rt.nAgents.Add(-1)
+	var err error
+	if a.fault != nil {
+		err = fmt.Errorf("taskrt: agent %s: the runtime failed: %w", a.id, a.fault)
+	}
 	for _, w := range a.disposers {
-		ctx.Send(w, &errReply{})
+		ctx.Send(w, &errReply{err: err})
 	}
 	if p, ok := r.agents[a.parent]; ok {
 		delete(p.children, a.id)

@@ -20,7 +20,7 @@ func (r *registry) beginClose(ctx actor.Context) {
 	for _, id := range r.unowned.ids {
 		if e, ok := r.tasks[id]; ok && e.pid != nil {
 			r.awaiting[e.pid.Id] = struct{}{}
-			ctx.Request(e.pid, &teardown{reason: "runtime closed"})
+			requestTask(ctx, e.pid, &teardown{reason: "runtime closed"})
 		}
 	}
 	if r.unowned.pending > 0 {

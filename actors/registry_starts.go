@@ -97,7 +97,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 		}
 		return
 	}
-	ctx.Send(r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, starter: ctx.Sender()})
+	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, starter: ctx.Sender()})
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
@@ -114,7 +114,7 @@ func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	if m.snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
 		r.awaiting[m.pid.Id] = struct{}{}
-		ctx.Request(m.pid, &teardown{reason: "runtime closed"})
+		requestTask(ctx, m.pid, &teardown{reason: "runtime closed"})
 	}
 	r.startResolved(ctx, m.snap.Owner, b)
 }
@@ -160,8 +160,8 @@ func (r *registry) armStartsOverdue(owner messages.AgentID) {
 	if _, armed := r.overdue[owner]; armed {
 		return
 	}
-	self, rt := r.rt.registry, r.rt
-	r.overdue[owner] = time.AfterFunc(rt.cfg.settleTimeout, func() { rt.send(self, &startsOverdue{owner: owner}) })
+	rt := r.rt
+	r.overdue[owner] = time.AfterFunc(rt.cfg.settleTimeout, func() { tellRegistry(rt.system.Root, rt, &startsOverdue{owner: owner}) })
 }
 
 func (r *registry) disarmStartsOverdue(owner messages.AgentID) {

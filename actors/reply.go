@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
 )
 
 // reply is how the typed client waits for an actor's answer: a one-shot
@@ -59,9 +61,17 @@ func (r *reply) Stop(*actor.PID) {}
 
 func (r *reply) release() { r.rt.system.ProcessRegistry.Remove(r.pid) }
 
-// call sends a request to the registry and waits for its reply, the context, or the
-// runtime's end.
-func (rt *Runtime) call(ctx context.Context, msg any) (any, error) {
+// call sends one of the registry's internal requests and waits for its reply, the
+// context, or the runtime's end.
+func (rt *Runtime) call(ctx context.Context, m registryMsg) (any, error) { return rt.roundTrip(ctx, m) }
+
+// ask is call for a public request (messages.Request), the typed client's way to the
+// same surface actor-native embedders use.
+func (rt *Runtime) ask(ctx context.Context, m messages.Request) (any, error) {
+	return rt.roundTrip(ctx, m)
+}
+
+func (rt *Runtime) roundTrip(ctx context.Context, msg any) (any, error) {
 	if rt.closed.Load() {
 		return nil, rt.closedErr()
 	}
@@ -88,10 +98,46 @@ func (rt *Runtime) call(ctx context.Context, msg any) (any, error) {
 	}
 }
 
+// abandonable sends a public request whose deadline travels inside it (a wait, a
+// read until a pattern, a set wait) and waits for its one answer. If ctx ends first,
+// it tells the registry abandon(the reply's pid) — whoever holds the request then
+// answers at once with what it has — and waits for that answer: the request is
+// answered exactly once either way, so nothing is left behind and the reply process
+// is recycled. abandoned reports that ctx ended before the answer; the caller decides
+// whether the answer still counts (a wait that found the task settled does).
+func (rt *Runtime) abandonable(ctx context.Context, m messages.Request, abandon func(waiter *actor.PID) registryMsg) (answer any, abandoned bool, err error) {
+	if rt.closed.Load() {
+		return nil, false, rt.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
+	r := newReply(rt)
+	rt.system.Root.RequestWithCustomSender(rt.registry, m, r.pid)
+	select {
+	case a := <-r.ch:
+		r.recycle()
+		return a, false, nil
+	case <-rt.stopped:
+		r.release()
+		return nil, false, rt.closedErr()
+	case <-ctx.Done():
+	}
+	tellRegistry(rt.system.Root, rt, abandon(r.pid))
+	select {
+	case a := <-r.ch:
+		r.recycle()
+		return a, true, nil
+	case <-rt.stopped:
+		r.release()
+		return nil, true, rt.closedErr()
+	}
+}
+
 // callUntilReply is call for requests that must not be abandoned midway (a start's
 // reserve and commit): it waits for the reply or the runtime's end only.
-func (rt *Runtime) callUntilReply(msg any) (any, error) {
-	return rt.call(context.Background(), msg)
+func (rt *Runtime) callUntilReply(m registryMsg) (any, error) {
+	return rt.call(context.Background(), m)
 }
 
 // errDeadLetter is a request that reached no actor. For a request about a task it

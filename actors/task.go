@@ -126,7 +126,7 @@ func (t *task) receive(ctx actor.Context) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
 		t.self = ctx.Self()
-		ctx.Send(t.rt.registry, &taskSpawned{snap: t.snap, pid: t.self})
+		tellRegistry(ctx, t.rt, &taskSpawned{snap: t.snap, pid: t.self})
 		if t.starter != nil {
 			ctx.Send(t.starter, &startReply{id: t.snap.ID})
 			t.starter = nil
@@ -182,7 +182,7 @@ func (t *task) receive(ctx actor.Context) {
 		t.transition(ctx, teardownBegan, messages.Outcome{})
 		if t.settleT == nil {
 			self, rt := t.self, t.rt
-			t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { rt.send(self, &settleTimeout{}) })
+			t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
 		}
 		t.cancelAsync(m.reason, true, nil)
 	case *cancelResult:
@@ -222,7 +222,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		t.phase = phaseStopping
 		t.snap.Status = messages.Stopping
 		t.stopAt = time.Now()
-		ctx.Send(t.rt.registry, &taskChanged{snap: t.snap})
+		tellRegistry(ctx, t.rt, &taskChanged{snap: t.snap})
 		t.failQueuedInputs(ctx)
 		return true
 	default: // outcomeDelivered, doneClosedEmpty, teardownCancelFailed, settleTimedOut
@@ -250,7 +250,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
 		}
-		ctx.Send(t.rt.registry, &taskSettled{snap: t.snap, bytes: size})
+		tellRegistry(ctx, t.rt, &taskSettled{snap: t.snap, bytes: size})
 		for _, w := range t.waiters {
 			w.timer.Stop()
 			if t.rt.alive(w.pid) { // a requester that gave up gets nothing
@@ -269,7 +269,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 // task's end, killed it, or teardown ended it, so no completion notice will be sent.
 func (t *task) report(ctx actor.Context) {
 	if t.markReported() {
-		ctx.Send(t.rt.registry, &taskChanged{snap: t.snap})
+		tellRegistry(ctx, t.rt, &taskChanged{snap: t.snap})
 	}
 }
 
@@ -304,7 +304,7 @@ func (t *task) watchDone() {
 	rt.goSafe("done watcher", func() {
 		select {
 		case o, ok := <-done:
-			rt.send(self, &outcomeMsg{outcome: o, ok: ok})
+			tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
 		case <-stop:
 		}
 	})
@@ -319,7 +319,7 @@ func (t *task) cancelAsync(reason string, isTeardown bool, sender *actor.PID) {
 	rt.goSafe("cancel", func() {
 		defer t.calls.Done()
 		err := messages.Contain("cancel", func() error { return cancel(reason) })
-		rt.send(self, &cancelResult{err: err, teardown: isTeardown, sender: sender})
+		tellTask(rt.system.Root, self, &cancelResult{err: err, teardown: isTeardown, sender: sender})
 	})
 }
 
@@ -377,7 +377,7 @@ func (t *task) wait(ctx actor.Context, m *messages.WaitTask) {
 	t.nextWaiter++
 	n, self, rt := t.nextWaiter, t.self, t.rt
 	t.waiters = append(t.waiters, &waiter{n: n, pid: ctx.Sender(),
-		timer: time.AfterFunc(m.Timeout, func() { rt.send(self, &waitTimeout{n: n}) })})
+		timer: time.AfterFunc(m.Timeout, func() { tellTask(rt.system.Root, self, &waitTimeout{n: n}) })})
 }
 
 // endWait answers and removes the first pending waiter that matches, with the current

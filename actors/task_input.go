@@ -56,7 +56,7 @@ func (t *task) writeNext() {
 	rt.goSafe("input", func() {
 		defer t.calls.Done()
 		err := messages.Contain("input", func() error { return write(in.data, in.eof) })
-		rt.send(self, &inputDone{err: err})
+		tellTask(rt.system.Root, self, &inputDone{err: err})
 	})
 }
 
@@ -78,7 +78,7 @@ func (t *task) inputDone(ctx actor.Context, m *inputDone) {
 		// own error. The queue waits behind it.
 		self, rt := t.self, t.rt
 		t.parked = &parkedInput{req: in, err: fmt.Errorf("input to task %s: %w", t.snap.ID, m.err),
-			timer: time.AfterFunc(inputGrace, func() { rt.send(self, &inputGraceOver{}) })}
+			timer: time.AfterFunc(inputGrace, func() { tellTask(rt.system.Root, self, &inputGraceOver{}) })}
 		return
 	}
 	if t.phase == phaseRunning {

@@ -79,7 +79,7 @@ func (t *task) announceOutput(ctx actor.Context) {
 		return
 	}
 	if n, err := messages.ContainValue("output", func() (int64, error) { return t.stream().Written(), nil }); err == nil {
-		ctx.Send(t.rt.registry, &taskOutput{snap: t.snap, bytes: n})
+		tellRegistry(ctx, t.rt, &taskOutput{snap: t.snap, bytes: n})
 	}
 }
 
@@ -93,7 +93,7 @@ func (t *task) watchOutput() {
 	err := messages.Contain("output", func() error {
 		out.OnGrow(func() {
 			if grew.CompareAndSwap(false, true) {
-				rt.send(self, &outputGrew{})
+				tellTask(rt.system.Root, self, &outputGrew{})
 			}
 		})
 		return nil
@@ -105,7 +105,7 @@ func (t *task) watchOutput() {
 	// Output written between Run and now raised no callback: account for it.
 	if n, err := messages.ContainValue("output", func() (int64, error) { return out.Written(), nil }); err == nil && n > 0 {
 		if grew.CompareAndSwap(false, true) {
-			rt.send(self, &outputGrew{})
+			tellTask(rt.system.Root, self, &outputGrew{})
 		}
 	}
 }
@@ -128,7 +128,7 @@ func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
 	t.nextWaiter++
 	n, self, rt := t.nextWaiter, t.self, t.rt
 	t.untils = append(t.untils, &untilWaiter{n: n, pid: ctx.Sender(), re: re,
-		timer: time.AfterFunc(m.Timeout, func() { rt.send(self, &untilTimeout{n: n}) })})
+		timer: time.AfterFunc(m.Timeout, func() { tellTask(rt.system.Root, self, &untilTimeout{n: n}) })})
 	t.matchUntils(ctx)
 	if t.phase == phaseSettled {
 		t.endUntils(ctx, messages.UntilEnded)

@@ -82,7 +82,7 @@ func (w *setWaiter) finish(ctx actor.Context) {
 	w.finishing = true
 	for i, id := range w.req.IDs {
 		if !w.answered[i] {
-			ctx.Send(w.rt.registry, &abandonWait{id: id, caller: w.req.Caller, waiter: ctx.Self()})
+			tellRegistry(ctx, w.rt, &abandonWait{id: id, caller: w.req.Caller, waiter: ctx.Self()})
 		}
 	}
 }
@@ -131,38 +131,16 @@ func (t *Tasks) waitSet(ctx context.Context, ids []messages.TaskID, caller messa
 	if timeout <= 0 {
 		return nil, invalidWaitTimeout(timeout)
 	}
-	if rt.closed.Load() {
-		return nil, rt.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
+	m, abandoned, err := rt.abandonable(ctx, &messages.WaitTasks{IDs: ids, Caller: caller, Mode: mode, Timeout: timeout},
+		func(w *actor.PID) registryMsg { return &abandonSet{requester: w} })
+	if err != nil {
 		return nil, err
 	}
-	r := newReply(rt)
-	rt.system.Root.RequestWithCustomSender(rt.registry, &messages.WaitTasks{IDs: ids, Caller: caller, Mode: mode, Timeout: timeout}, r.pid)
-	var cause error
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		return waitSetResult(m)
-	case <-rt.stopped:
-		r.release()
-		return nil, rt.closedErr()
-	case <-ctx.Done():
-		cause = ctx.Err()
+	snaps, err := waitSetResult(m)
+	if abandoned && err == nil && !setDone(snaps, mode) {
+		return snaps, ctx.Err()
 	}
-	rt.send(rt.registry, &abandonSet{requester: r.pid})
-	select {
-	case m := <-r.ch:
-		r.recycle()
-		snaps, err := waitSetResult(m)
-		if err != nil || setDone(snaps, mode) {
-			return snaps, err
-		}
-		return snaps, cause
-	case <-rt.stopped:
-		r.release()
-		return nil, rt.closedErr()
-	}
+	return snaps, err
 }
 
 func waitSetResult(m any) ([]messages.Snapshot, error) {

@@ -217,7 +217,7 @@ type watch struct {
 func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 	refuse := func(err error) {
 		ctx.Respond(&errReply{err: err})
-		ctx.Send(t.rt.registry, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
+		tellRegistry(ctx, t.rt, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
 	}
 	out := t.stream()
 	switch {
@@ -238,7 +238,7 @@ func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 	w.d = newDelivery(t.rt, t.self, t.snap.ID, t.snap.Owner, m.pattern, w.n, m.opts.MaxNotices)
 	if m.opts.Timeout > 0 {
 		self, rt, n := t.self, t.rt, w.n
-		w.timer = time.AfterFunc(m.opts.Timeout, func() { rt.send(self, &watchTimeout{n: n}) })
+		w.timer = time.AfterFunc(m.opts.Timeout, func() { tellTask(rt.system.Root, self, &watchTimeout{n: n}) })
 	}
 	t.watches = append(t.watches, w)
 	ctx.Respond(&errReply{})
@@ -414,7 +414,7 @@ func (d *delivery) close(closing string) {
 // run delivers notices until the watch is closed or capped, then tells the
 // registry the watch ended.
 func (d *delivery) run() {
-	defer d.rt.send(d.rt.registry, &watchEnded{id: d.id, owner: d.owner})
+	defer tellRegistry(d.rt.system.Root, d.rt, &watchEnded{id: d.id, owner: d.owner})
 	sent := 0
 	for range d.wake {
 		d.mu.Lock()
@@ -427,7 +427,7 @@ func (d *delivery) run() {
 			if sent == d.max {
 				d.inject(WatchNotice{Task: d.id, Pattern: d.pattern,
 					Stopped: fmt.Sprintf("it sent its %d notices (max_notices)", d.max)}.String())
-				d.rt.send(d.task, &watchCapped{n: d.n})
+				tellTask(d.rt.system.Root, d.task, &watchCapped{n: d.n})
 				return
 			}
 		}

@@ -16,6 +16,10 @@ import (
 //
 //   - Send a pointer (&GetTask{…}). A request sent by value is answered with the
 //     matching reply carrying ErrInvalidArgument, never dropped.
+//   - Send it with Request or RequestFuture, so that it has a sender. A request sent
+//     without one (Root.Send) has nobody to answer: it is refused before it reaches
+//     any task, logged, and its reply carrying ErrInvalidArgument goes to the actor
+//     system's dead letters (a DeadLetterEvent on its EventStream).
 //   - Every deadline travels inside the request (WaitTask.Timeout, WaitTasks.Timeout): the runtime ends
 //     the wait itself, so a requester that gave up never leaves a waiter behind.
 //   - The owner fence applies as in the typed client: Caller is the calling agent's

@@ -341,10 +341,7 @@ func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd 
 		return b.duplicate(ctx, caller, id, key)
 	}
 	if err != nil {
-		if res := startErrResult(err); res.Text != oneLine(err.Error()) {
-			return res // the runtime's error with advice for the model
-		}
-		return errResult(err)
+		return startErrResult(err) // the runtime's error, with advice for the model where it needs some
 	}
 	text := startedText(id, spec.Kind, spec.Label)
 	if caller == "" {
@@ -384,8 +381,10 @@ func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS i
 	}
 	var note string
 	switch {
+	case interruptWords(err) != "":
+		note = fmt.Sprintf("(%s; the command and its process group were killed)", interruptWords(err))
 	case err != nil:
-		note = fmt.Sprintf("(cancelled: %s; the command and its process group were killed)", oneLine(err.Error()))
+		note = fmt.Sprintf("(cancelled: %s; the command and its process group were killed)", oneLine(inOwnWords(err.Error())))
 	case r.TimedOut:
 		note = fmt.Sprintf("(timed out after %d ms; the command and its process group were killed)", timeout.Milliseconds())
 	}

@@ -56,6 +56,26 @@
 // through Agents.Inject, which drops it for an agent that is being or has been
 // disposed. TaskTools.Notices counts what was delivered and suppressed.
 //
+// # Waking an idle loop
+//
+// An agent loop of its own (on a provider SDK: see the adapters under
+// tools/adapters) registers its agent with actors.WithInjector(inbox.Inject), where
+// inbox is an Inbox: notices queue there, Ready signals that one is waiting, and the
+// loop either puts them into the request it makes anyway (Drain) or, idle, wakes
+// for an automatic turn (Wake) — at most WithMaxAutoTurns turns in a row without
+// user input, so a storm of notices cannot spin it.
+//
+// # Interrupts
+//
+// A call whose context ends while it runs (a user's interrupt, a cancelled MCP
+// request, a deadline) answers in the tools' own words, never with a Go error
+// string: a wait says "(wait interrupted before the task finished)" and gives the
+// task's current status line (its terminal status line if it ended), consuming
+// nothing; a foreground command says "(the call was interrupted; the command and
+// its process group were killed)" before its status line; any other call is a tool
+// error naming the interruption ("the call was interrupted", "the call's deadline
+// passed").
+//
 // # Arguments
 //
 // Input schemas are generated from the argument structs (OutputArgs, ListArgs,

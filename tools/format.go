@@ -170,9 +170,10 @@ func joinLines(parts ...string) string {
 // characters, whatever the input it echoes (an id, a pattern, a command).
 const maxErrorText = 200
 
-// errResult is a tool error with a one-line reason of at most maxErrorText characters.
+// errResult is a tool error with a one-line reason of at most maxErrorText
+// characters, Go's context errors put in the tools' words (see interrupt.go).
 func errResult(err error) Result {
-	return Result{Text: truncate(oneLine(err.Error()), maxErrorText), IsError: true}
+	return Result{Text: truncate(oneLine(inOwnWords(err.Error())), maxErrorText), IsError: true}
 }
 
 // contained runs a tool's call through messages.Contain: a panic in it (a bug) becomes

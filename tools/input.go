@@ -73,6 +73,12 @@ func (t *TaskTools) callInput(ctx context.Context, caller messages.AgentID, raw 
 		return taskErrResult(a.TaskID, err)
 	}
 	out, snap, err := t.collectReply(ctx, id, caller)
+	if interrupted(ctx, err) {
+		if snap, err = t.statusNow(ctx, id, caller); err != nil {
+			return taskErrResult(a.TaskID, err)
+		}
+		return Result{Text: joinLines(out, inputInterruptedText, StatusLine(snap))}
+	}
 	if err != nil {
 		return taskErrResult(a.TaskID, err)
 	}
@@ -100,11 +106,11 @@ func (t *TaskTools) collectReply(ctx context.Context, id messages.TaskID, caller
 	for r.Reason == messages.UntilMatched && time.Now().Before(deadline) {
 		rr, err := t.rt.Tasks().Read(ctx, id, caller) // everything there now
 		if err != nil {
-			return "", messages.Snapshot{}, err
+			return out.String(), snap, err // what was read is the model's: keep it
 		}
 		out.WriteString(rr.Output)
 		if r, err = t.rt.Tasks().ReadUntil(ctx, id, caller, anything, inputQuiet); err != nil {
-			return "", messages.Snapshot{}, err
+			return out.String(), snap, err
 		}
 		out.WriteString(r.Output)
 		snap = r.Snapshot

@@ -144,5 +144,5 @@ func (t *SubagentTool) call(ctx context.Context, caller messages.AgentID, raw js
 	if o.Status == messages.Completed {
 		return Result{Text: o.Output}
 	}
-	return Result{Text: joinLines(o.Output, statusLine(o.Status, o.Detail)), IsError: true}
+	return Result{Text: joinLines(o.Output, statusLine(o.Status, inOwnWords(o.Detail))), IsError: true}
 }

@@ -246,7 +246,7 @@ func TestSubagentBackground(t *testing.T) {
 		}{
 			{"no control surface", &saLauncher{}, false, context.Background(),
 				"background tasks unavailable: no control surface is attached (load the task tools)", 0},
-			{"a cancelled context", &saLauncher{}, true, cancelled, "start aborted: context canceled", 0},
+			{"a cancelled context", &saLauncher{}, true, cancelled, "start aborted: the call was interrupted", 0},
 			{"a launcher error", &saLauncher{err: errUnknownModel}, true, context.Background(),
 				`start subagent task: launch sub-agent a1/sub-1: unknown model "x"`, 1},
 		}
@@ -343,7 +343,7 @@ func TestSubagentForeground(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		r := e.call(ctx, "subagent", `{"description":"d","prompt":"p"}`)
-		if want := (tools.Result{Text: "sub-agent not started: context canceled", IsError: true}); r != want {
+		if want := (tools.Result{Text: "sub-agent not started: the call was interrupted", IsError: true}); r != want {
 			t.Errorf("got %+v, want %+v", r, want)
 		}
 		if e.l.count() != 0 {

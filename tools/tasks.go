@@ -209,6 +209,9 @@ func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw
 			timeout, clamped = t.clampWait(a.TimeoutMS)
 		}
 		r, err := t.rt.Tasks().ReadUntil(ctx, id, caller, a.Until, timeout)
+		if interrupted(ctx, err) {
+			return t.interruptedWait(ctx, id, caller, r.Snapshot, clamped)
+		}
 		if err != nil {
 			return taskErrResult(a.TaskID, err)
 		}
@@ -223,7 +226,9 @@ func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw
 		if a.TimeoutMS > 0 {
 			timeout, clamped = t.clampWait(a.TimeoutMS)
 		}
-		if waited, err = t.rt.Tasks().Wait(ctx, id, caller, timeout); err != nil {
+		if waited, err = t.rt.Tasks().Wait(ctx, id, caller, timeout); interrupted(ctx, err) {
+			return t.interruptedWait(ctx, id, caller, waited, clamped)
+		} else if err != nil {
 			return taskErrResult(a.TaskID, err)
 		}
 		if t.afterWaitHook != nil {
@@ -238,8 +243,13 @@ func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw
 		// read (the owner disposed, the runtime closed, both of which end the task
 		// under a pending wait): the wait's snapshot is the answer. The output since
 		// the previous read went with the record.
-		if waited.Status.Terminal() && (errors.Is(err, messages.ErrTaskNotFound) || errors.Is(err, messages.ErrClosed)) {
+		// Likewise a wait that returned the task's end, whose read the caller's
+		// interrupt cut short: the output stays for the next read.
+		if waited.Status.Terminal() && (errors.Is(err, messages.ErrTaskNotFound) || errors.Is(err, messages.ErrClosed) || interrupted(ctx, err)) {
 			return Result{Text: joinLines(clamped, StatusLine(waited))}
+		}
+		if a.Wait && interrupted(ctx, err) {
+			return t.interruptedWait(ctx, id, caller, waited, clamped)
 		}
 		return taskErrResult(a.TaskID, err)
 	}

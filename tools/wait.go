@@ -69,14 +69,35 @@ func (t *TaskTools) callWait(ctx context.Context, caller messages.AgentID, raw j
 		wait = t.rt.Tasks().WaitAll
 	}
 	snaps, err := wait(ctx, ids, caller, timeout)
+	if interrupted(ctx, err) {
+		return t.interruptedSet(ctx, ids, caller, snaps, clamped)
+	}
 	if err != nil {
 		return errResult(err) // an unknown or foreign id: "task not found: <id>", naming it
 	}
 	return Result{Text: waitSetText(snaps, clamped, timeout)}
 }
 
+// interruptedSet is task_wait's answer when the caller's interrupt cut the wait
+// short: that it was interrupted, then the tasks as a wait reports them (finished
+// ones first, then the ids still running). snaps is what the wait returned, nil when
+// it never reached the tasks.
+func (t *TaskTools) interruptedSet(ctx context.Context, ids []messages.TaskID, caller messages.AgentID, snaps []messages.Snapshot, clamped string) Result {
+	if snaps == nil {
+		for _, id := range ids {
+			s, err := t.statusNow(ctx, id, caller)
+			if err != nil {
+				return taskErrResult(string(id), err)
+			}
+			snaps = append(snaps, s)
+		}
+	}
+	return Result{Text: joinLines(clamped, waitSetInterruptedText, waitSetText(snaps, "", 0))}
+}
+
 // waitSetText is task_wait's answer: one line per task, finished ones first (in the
-// order asked), then the ids still running, and where to read the output.
+// order asked), then the ids still running (with the timeout when none finished
+// within it; timeout 0 names none), and where to read the output.
 //
 //	bash-2 (bash: go test ./b) finished [status: completed, exit code: 0]
 //	still running: bash-1, bash-3
@@ -92,7 +113,7 @@ func waitSetText(snaps []messages.Snapshot, clamped string, timeout time.Duratio
 	}
 	finished := len(lines)
 	switch {
-	case len(running) > 0 && finished == 0:
+	case len(running) > 0 && finished == 0 && timeout > 0:
 		lines = append(lines, fmt.Sprintf("still running: %s (none finished within %d ms)", strings.Join(running, ", "), timeout.Milliseconds()))
 	case len(running) > 0:
 		lines = append(lines, "still running: "+strings.Join(running, ", "))

@@ -10,7 +10,19 @@
 // (task_output, task_list, task_kill, task_wait), with the same names,
 // descriptions, input schemas and result strings.
 // A result that carries a tools.Handle (a background start) returns it as
-// structuredContent, {"kind":"background","task_id":"bash-1"}, beside the text.
+// structuredContent beside the text, with the text and the notices appended to the
+// result in it too:
+//
+//	{"kind":"background","task_id":"bash-2",
+//	 "message":"started background task bash-2 (bash: make test). You will be notified when it finishes; read its output with task_output.",
+//	 "notices":["background task bash-1 (bash: echo quick) finished [status: completed, exit code: 0]. Read its output with task_output."]}
+//
+// Programs read kind and task_id; message and notices are for the model, because
+// some clients (Claude Code and Codex among them) show the model structuredContent
+// instead of content whenever a result has it. "notices" is absent when there are
+// none. No tool declares an outputSchema: it would oblige every result of the tool
+// to carry structuredContent, which those clients would then show in place of the
+// text of plain results too.
 // Bad arguments and failures are tool errors (isError: true) with the tool's
 // one-line reason; an unknown tool name is a JSON-RPC invalid-params error, as the
 // MCP specification asks. The server's instructions are tools.PromptSection.
@@ -33,10 +45,13 @@
 // # Notices
 //
 // An MCP client does not add text to its model's context on its own, so a
-// completion notice is delivered on two paths. It is appended, as an extra text
-// content item, to the session's next tool result, whichever tool that is, exactly
-// once — unless the model saw the task's end in the meantime (it read or waited on
-// its terminal state, or killed it), in which case it is dropped. And it is sent at
+// completion notice is delivered on two paths. It is appended to the session's next
+// tool result, whichever tool that is, exactly once, in every part of the result a
+// client may show the model: as an extra text content item, and, on a result with
+// structuredContent, in its "notices" too — unless the model saw the task's end in
+// the meantime (it read or waited on its terminal state, or killed it), in which
+// case it is dropped. A result the client cancelled (notifications/cancelled)
+// carries none: the client drops it, so the notices wait for the next result. And it is sent at
 // once as a notifications/message log message (logger "taskrt", level info), a
 // courtesy for clients that set a log level and show logs. Notices still pending
 // when a session ends end with it.

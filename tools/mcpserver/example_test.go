@@ -36,7 +36,11 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(res.StructuredContent)
+	// Programs read kind and task_id; message (and notices, when some are due)
+	// are there for clients that show the model structuredContent instead of text.
+	handle := res.StructuredContent.(map[string]any)
+	fmt.Println(handle["kind"], handle["task_id"])
+	fmt.Println(handle["message"])
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "task_output", Arguments: map[string]any{
 		"task_id": "bash-1", "wait": true,
 	}})
@@ -48,7 +52,8 @@ func Example() {
 	cs.Close() // the session ends: its owner is disposed, its tasks are gone
 	fmt.Println("Serve:", <-served)
 	// Output:
-	// map[kind:background task_id:bash-1]
+	// background bash-1
+	// started background task bash-1 (bash: sleep 0.1; echo done). You will be notified when it finishes; read its output with task_output.
 	// done
 	// [status: completed, exit code: 0]
 	// Serve: <nil>

@@ -1,9 +1,12 @@
 package mcpserver_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
@@ -17,11 +20,10 @@ func TestStartKeysOverMCP(t *testing.T) {
 	args := map[string]any{"command": "cat " + gate, "run_in_background": true, "key": "build-42"}
 	first := c.call(t, "bash", args)
 	retry := c.call(t, "bash", args)
-	if got, want := structured(t, first), `{"kind":"background","task_id":"bash-1"}`; got != want {
-		t.Errorf("first structuredContent = %s, want %s", got, want)
-	}
-	if got, want := structured(t, retry), `{"kind":"background","task_id":"bash-1"}`; got != want {
-		t.Errorf("retry structuredContent = %s, want %s", got, want)
+	for _, res := range []*mcp.CallToolResult{first, retry} {
+		if got := handleOf(t, res); got != (handle{Kind: "background", TaskID: "bash-1", Message: texts(t, res)[0]}) {
+			t.Errorf("structuredContent = %+v, want the handle of bash-1 with the text as message", got)
+		}
 	}
 	want := `background task bash-1 was already started with key "build-42" (status: running); no new task was started. Read its output with task_output.`
 	if got := texts(t, retry); !slices.Equal(got, []string{want}) || retry.IsError {
@@ -81,10 +83,10 @@ func TestBackgroundAfterOverMCP(t *testing.T) {
 	c, _ := serve(t, srv)
 	gate := fifo(t)
 	res := c.call(t, "bash", map[string]any{"command": "echo early; cat " + gate + "; echo late", "background_after_ms": 200})
-	if got, want := structured(t, res), `{"kind":"background","task_id":"bash-1"}`; got != want {
-		t.Errorf("structuredContent = %s, want %s", got, want)
-	}
 	text := texts(t, res)
+	if got := handleOf(t, res); got != (handle{Kind: "background", TaskID: "bash-1", Message: text[0]}) {
+		t.Errorf("structuredContent = %+v, want the handle of bash-1 (as a run_in_background start) with the text as message", got)
+	}
 	if len(text) != 1 || !strings.Contains(text[0], "(still running after 200 ms: moved to the background as task bash-1 (bash: echo early; cat ") ||
 		!strings.HasSuffix(text[0], "[status: running]") || res.IsError {
 		t.Errorf("result = %q (isError %v), want the move's text", text, res.IsError)
@@ -94,4 +96,20 @@ func TestBackgroundAfterOverMCP(t *testing.T) {
 	if want := []string{"early\nx\nlate\n[status: completed, exit code: 0]"}; !slices.Equal(got, want) {
 		t.Errorf("task_output = %q, want %q", got, want)
 	}
+}
+
+// handle is a background handle as structuredContent carries it.
+type handle struct {
+	Kind    string `json:"kind"`
+	TaskID  string `json:"task_id"`
+	Message string `json:"message"`
+}
+
+func handleOf(t *testing.T, res *mcp.CallToolResult) handle {
+	t.Helper()
+	var h handle
+	if err := json.Unmarshal([]byte(structured(t, res)), &h); err != nil {
+		t.Fatalf("structuredContent %s: %v", structured(t, res), err)
+	}
+	return h
 }

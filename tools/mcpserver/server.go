@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -407,21 +408,61 @@ func (s *Server) handler(t tools.Tool) mcp.ToolHandler {
 			// fails, rather than answer with what the cut left.
 			return nil, cause
 		}
-		res := toResult(r)
-		for _, text := range sess.takeNotices() {
-			res.Content = append(res.Content, &mcp.TextContent{Text: text})
+		if ctx.Err() != nil {
+			// The client cancelled the request (notifications/cancelled): it
+			// drops the result, so the notices wait for the next one.
+			return toResult(r, nil), nil
 		}
-		return res, nil
+		return toResult(r, sess.takeNotices()), nil
 	}
 }
 
-// toResult is a tool Result as an MCP result: the text as one text item, the
-// structured data (a background Handle) as structuredContent, a tool error as
-// isError.
-func toResult(r tools.Result) *mcp.CallToolResult {
+// toResult is a tool Result, with the session's notices, as an MCP result, such
+// that every part a client may show the model carries everything the model must
+// read (Claude Code and Codex show structuredContent instead of content when a
+// result has it):
+//
+//   - content: the text as one text item, then one text item per notice;
+//   - structuredContent, for a result with structured data (a background Handle):
+//     the data's own fields unchanged ("kind", "task_id"), plus "message", the
+//     text, and "notices", the notices (absent when there are none).
+//
+// A tool error is isError. No tool declares an outputSchema, which would oblige
+// every result of the tool to carry structuredContent — and these clients would then
+// show the model the structured part of plain results too.
+func toResult(r tools.Result, notices []string) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError}
+	for _, text := range notices {
+		res.Content = append(res.Content, &mcp.TextContent{Text: text})
+	}
 	if r.Data != nil {
-		res.StructuredContent = r.Data
+		res.StructuredContent = structured(r, notices)
 	}
 	return res
+}
+
+// handleResult is a background Handle as structuredContent: the handle's fields
+// first, as programs read them, then what the model must read.
+type handleResult struct {
+	tools.Handle
+	Message string   `json:"message"`
+	Notices []string `json:"notices,omitempty"`
+}
+
+// structured is r's structured data with the text and the notices added (see
+// toResult).
+func structured(r tools.Result, notices []string) any {
+	if h, ok := r.Data.(tools.Handle); ok {
+		return handleResult{Handle: h, Message: r.Text, Notices: notices}
+	}
+	// Other data, as a JSON object with the same two fields added.
+	m := map[string]any{}
+	if b, err := json.Marshal(r.Data); err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	m["message"] = r.Text
+	if len(notices) > 0 {
+		m["notices"] = notices
+	}
+	return m
 }

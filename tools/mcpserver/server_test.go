@@ -246,10 +246,11 @@ func TestBackground(t *testing.T) {
 	gate := fifo(t)
 	res := c.call(t, "bash", map[string]any{"command": "echo started; cat " + gate, "run_in_background": true})
 	t.Run("the start returns the handle as structured content", func(t *testing.T) {
-		if got, want := structured(t, res), `{"kind":"background","task_id":"bash-1"}`; got != want {
+		want := fmt.Sprintf(`{"kind":"background","message":"started background task bash-1 (bash: echo started; cat %s). You will be notified when it finishes; read its output with task_output.","task_id":"bash-1"}`, gate)
+		if got := structured(t, res); got != want {
 			t.Errorf("structuredContent = %s, want %s", got, want)
 		}
-		want := fmt.Sprintf("started background task bash-1 (bash: echo started; cat %s). You will be notified when it finishes; read its output with task_output.", gate)
+		want = fmt.Sprintf("started background task bash-1 (bash: echo started; cat %s). You will be notified when it finishes; read its output with task_output.", gate)
 		if got := texts(t, res); !slices.Equal(got, []string{want}) || res.IsError {
 			t.Errorf("got %q, want %q", got, want)
 		}

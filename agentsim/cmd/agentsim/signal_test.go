@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -260,4 +261,68 @@ func TestRunSignal(t *testing.T) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	expect(t, p.stdout, `"type":"summary"`)
+}
+
+// TestScriptInterruptedCallAnswersInTheToolsWords: a tool call in flight when
+// `agentsim script` gets SIGINT answers in the tools' words (what was interrupted,
+// the task's status), never with a Go error string such as "context canceled". The
+// signal comes from the command the call runs, so it arrives while the call is
+// under way.
+func TestScriptInterruptedCallAnswersInTheToolsWords(t *testing.T) {
+	tests := []struct {
+		name  string
+		lines func(pid int) []string // the script; its last line is the call the signal interrupts
+		want  string                 // that call's text
+	}{
+		{"a foreground command is killed and the answer says the call was interrupted",
+			func(pid int) []string {
+				return []string{fmt.Sprintf(`{"op":"call","agent":"a1","tool":"bash","args":{"command":"kill -INT %d; exec sleep 1000"}}`, pid)}
+			},
+			"(the call was interrupted; the command and its process group were killed)\n[status: killed, signal: SIGTERM]"},
+		{"a wait for a task's reply says it was interrupted and gives the task's status",
+			func(pid int) []string {
+				return []string{
+					fmt.Sprintf(`{"op":"call","agent":"a1","tool":"bash","args":{"command":"read line; kill -INT %d; exec sleep 1000","run_in_background":true,"stdin":"pipe"}}`, pid),
+					`{"op":"call","agent":"a1","tool":"task_input","args":{"task_id":"bash-1","text":"go\n"}}`,
+				}
+			},
+			"(input sent; the wait for the task's reply was interrupted)\n[status: running]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t, "script", "-")
+			p.send(t, `{"op":"register","agent":"a1"}`)
+			script := tc.lines(p.cmd.Process.Pid)
+			for _, l := range script {
+				p.send(t, l)
+			}
+			var out []string
+			for l := range p.stdout {
+				out = append(out, l)
+			}
+			if code := p.wait(t); code != 130 {
+				t.Errorf("exit status %d, want 130", code)
+			}
+			if len(out) != 1+len(script) {
+				t.Fatalf("output = %q, want one line per input line", out)
+			}
+			for _, l := range out {
+				for _, s := range []string{"context canceled", "context deadline exceeded"} {
+					if strings.Contains(l, s) {
+						t.Errorf("output line %s carries %q", l, s)
+					}
+				}
+			}
+			var last struct {
+				Text    string `json:"text"`
+				IsError bool   `json:"is_error"`
+			}
+			if err := json.Unmarshal([]byte(out[len(out)-1]), &last); err != nil {
+				t.Fatal(err)
+			}
+			if last.Text != tc.want {
+				t.Errorf("the interrupted call's text = %q, want %q", last.Text, tc.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,21 @@
+package mcpserver
+
+import (
+	"context"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// OnToolCall makes srv report the name of every tool call it receives to f, before
+// the call's handler runs, so that a test can act knowing the call reached the
+// server. Set it before any session begins.
+func OnToolCall(srv *Server, f func(name string)) {
+	srv.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && method == "tools/call" {
+				f(p.Name)
+			}
+			return next(ctx, method, req)
+		}
+	})
+}
