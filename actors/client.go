@@ -67,6 +67,18 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 		return res.dup, fmt.Errorf("%w: key %q is task %s", messages.ErrDuplicate, s.Key, res.dup)
 	}
 	abort := func() { tellRegistry(rt.system.Root, rt, &abortStart{token: res.token}) }
+	if res.queued {
+		// At the cap with room in the queue: the task is recorded queued now, and
+		// the runtime calls Run once it gets a slot (queue.go).
+		m, err = rt.callUntilReply(&commitStart{token: res.token, run: s.Run})
+		if err == nil && m.(*startReply).err == nil {
+			return m.(*startReply).id, nil
+		}
+		if err == nil {
+			err = m.(*startReply).err
+		}
+		return "", rt.noActorErr(err)
+	}
 	if err := ctx.Err(); err != nil {
 		abort()
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)

@@ -35,6 +35,8 @@ type config struct {
 	tombstones    int  // tombstones kept per bucket (0: none)
 	ancestors     bool // an agent's ancestors reach its tasks
 	watchLimit    int  // live watches per owner (watch.go)
+	queue         int  // queued starts per owner beyond the caps (queue.go); 0 = none
+	globalLimit   int  // running tasks across all owners (queue.go); 0 = none
 
 	meters metric.MeterProvider // nil: no metrics
 

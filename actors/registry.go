@@ -53,8 +53,12 @@ type registry struct {
 
 	tasks   map[messages.TaskID]*taskEntry
 	unowned bucket
-	agents  map[messages.AgentID]*agentEntry
-	byPID   map[string]*agentEntry // by actor id, for Terminated
+	// globalLive counts every bucket's live (running, stopping, reserved) against
+	// WithGlobalLimit; fair is the round robin of queued starts (queue.go).
+	globalLive int
+	fair       fairness
+	agents     map[messages.AgentID]*agentEntry
+	byPID      map[string]*agentEntry // by actor id, for Terminated
 
 	listeners  map[string]*actor.PID    // OnDone listener actors, by actor id
 	setWaiters map[string][2]*actor.PID // set waiter actors by actor id: {waiter, requester}
@@ -239,9 +243,9 @@ func (r *registry) receive(ctx actor.Context) {
 	case *abortStart:
 		if res, ok := r.starts[m.token]; ok {
 			delete(r.starts, m.token)
-			res.b.live--
 			r.startResolved(ctx, res.owner, res.b)
 			r.keyAborted(ctx, res)
+			r.unreserve(ctx, res)
 		}
 	case *startsOverdue:
 		delete(r.overdue, m.owner)
@@ -256,6 +260,10 @@ func (r *registry) receive(ctx actor.Context) {
 			}
 			if e.snap.Status != messages.Stopping && m.snap.Status == messages.Stopping {
 				r.publish(messages.Event{Kind: messages.EventTaskStopping, Agent: m.snap.Owner, Task: m.snap})
+			}
+			if e.snap.Status == messages.Queued && m.snap.Status == messages.Running {
+				r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
+				r.rt.metrics.taskStarted(m.snap.Kind)
 			}
 			e.snap = m.snap
 		}
@@ -292,6 +300,8 @@ func (r *registry) receive(ctx actor.Context) {
 		if !r.holdClaim(ctx, m.id) {
 			ctx.Respond(r.claimNotice(m.id))
 		}
+	case *queuePosition:
+		r.queuePosition(ctx, m)
 	case *watchTask:
 		r.watch(ctx, m)
 	case *watchEnded:
@@ -462,7 +472,7 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	if b == nil {
 		return
 	}
-	b.live--
+	r.slotFreed(ctx, b, m)
 	b.retained.push(m.snap.ID)
 	for b.retained.len() > r.rt.cfg.retention {
 		r.evict(ctx, b, b.retained.pop())

@@ -159,6 +159,7 @@ func (r *registry) agentGone(ctx actor.Context, a *agentEntry) {
 	r.publish(messages.Event{Kind: messages.EventAgentDisposed, Agent: a.id, Parent: a.parent})
 	delete(r.agents, a.id)
 	delete(r.byPID, a.pid.Id)
+	r.forgetOwner(a.id)
 	r.rt.nAgents.Add(-1)
 	var err error
 	if a.fault != nil {

@@ -19,6 +19,7 @@ type reservation struct {
 	owner       messages.AgentID
 	b           *bucket
 	key         string     // Spec.Key, "" for none
+	queued      bool       // a queue place, not a slot (queue.go)
 	dups        []keyedDup // starts with the same key parked until this one resolves
 }
 
@@ -51,15 +52,15 @@ func (r *registry) reserve(m *reserveStart, sender *actor.PID) *reserveReply {
 			return rep
 		}
 	}
-	if limit := r.rt.cfg.ownerLimit; limit > 0 && b.live >= limit {
-		return fail(&messages.LimitError{Limit: limit, Stopping: r.stopping(b)})
+	queued, err := r.admit(m.owner, b, m.noQueue)
+	if err != nil {
+		return fail(err)
 	}
-	b.live++
 	b.pending++
 	r.nextToken++
-	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b, key: m.key}
+	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b, key: m.key, queued: queued}
 	r.keyReserved(b, m.key, r.nextToken)
-	return &reserveReply{token: r.nextToken}
+	return &reserveReply{token: r.nextToken, queued: queued}
 }
 
 func (r *registry) commit(ctx actor.Context, m *commitStart) {
@@ -84,6 +85,9 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 		Status:  messages.Running,
 		Started: time.Now(),
 	}
+	if res.queued {
+		snap.Status = messages.Queued
+	}
 	r.keyCommitted(res, snap.ID)
 	r.rt.nRecords.Add(1)
 	r.rt.nRunning.Add(1)
@@ -92,12 +96,12 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	// pending until taskSpawned, so a disposal of the owner waits for it and the
 	// agent actor is never asked to spawn once it began its teardown.
 	if res.owner == "" {
-		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.hooks, ctx.Sender()), string(snap.ID)); err != nil {
+		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.hooks, m.run, ctx.Sender()), string(snap.ID)); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
 		}
 		return
 	}
-	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, starter: ctx.Sender()})
+	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, run: m.run, starter: ctx.Sender()})
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
@@ -109,8 +113,13 @@ func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	}
 	b.ids = append(b.ids, m.snap.ID)
 	r.keyIndexed(ctx, r.tasks[m.snap.ID])
-	r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
-	r.rt.metrics.taskStarted(m.snap.Kind)
+	if m.snap.Status == messages.Queued {
+		r.publish(messages.Event{Kind: messages.EventTaskQueued, Agent: m.snap.Owner, Task: m.snap})
+		defer r.queuedIndexed(ctx, m.snap.Owner, b, m.snap.ID)
+	} else {
+		r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
+		r.rt.metrics.taskStarted(m.snap.Kind)
+	}
 	if m.snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
 		r.awaiting[m.pid.Id] = struct{}{}
@@ -147,9 +156,9 @@ func (r *registry) abandonStarts(ctx actor.Context, owner messages.AgentID) {
 		r.rt.log.Error("taskrt: a start's Run did not return within the settle timeout during teardown; abandoned",
 			"kind", res.kind, "owner", res.owner, "after", r.rt.cfg.settleTimeout)
 		delete(r.starts, token)
-		res.b.live--
 		r.startResolved(ctx, res.owner, res.b)
 		r.keyAborted(ctx, res)
+		r.unreserve(ctx, res)
 	}
 }
 

@@ -12,7 +12,10 @@ import (
 // bucket is one owner's share (or the unowned tasks'): its slot count, its records
 // in start order, and the two retention queues.
 type bucket struct {
-	live    int // running + stopping + reserved
+	live   int // running + stopping + reserved (a slot each)
+	queued int // queued tasks and queued reservations (a queue place each; queue.go)
+	// waiting holds the queued tasks, first queued first (queue.go).
+	waiting []messages.TaskID
 	pending int // reservations not yet committed and indexed
 	// ids holds every record and tombstone in start order. A forgotten tombstone's id
 	// stays until the slice is compacted (when more than half of it is forgotten), so

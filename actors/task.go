@@ -54,6 +54,7 @@ type task struct {
 
 	untils  []*untilWaiter // pending ReadUntil requests, in arrival order
 	watches []*watch       // live watches (watch.go), in arrival order
+	queue   *queuedStart   // a queued start's state (queue.go); nil for a task started at once
 	grew    atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
 
 	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
@@ -105,9 +106,15 @@ const (
 	settleTimedOut
 )
 
-func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, starter *actor.PID) *actor.Props {
+// newTaskProps makes a task actor; a queued task (run set) starts in phaseQueued
+// and calls run when the registry hands it a slot (queue.go).
+func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter, watchStop: make(chan struct{})}
+		t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter, watchStop: make(chan struct{})}
+		if run != nil {
+			t.phase, t.queue = phaseQueued, &queuedStart{run: run}
+		}
+		return t
 	}, actor.WithDispatcher(rt.pool))
 }
 
@@ -122,6 +129,9 @@ func (t *task) Receive(ctx actor.Context) {
 }
 
 func (t *task) receive(ctx actor.Context) {
+	if t.phase == phaseQueued && t.receiveQueued(ctx) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
@@ -134,8 +144,10 @@ func (t *task) receive(ctx actor.Context) {
 		// Output first: output written before now is announced with a message to
 		// self, which must reach the mailbox before any outcome the Done watcher
 		// forwards, so that a task's output event never follows its settlement.
-		t.watchOutput()
-		t.watchDone()
+		if t.phase != phaseQueued { // a queued task watches once it runs (queue.go)
+			t.watchOutput()
+			t.watchDone()
+		}
 	case *outcomeMsg:
 		t.outcome(ctx, m)
 	case *messages.ReadTask:
@@ -177,14 +189,7 @@ func (t *task) receive(ctx actor.Context) {
 			t.answerTeardown(ctx)
 			return
 		}
-		// Teardown marks the task reported: no notice goes to a dying owner.
-		t.report(ctx)
-		t.transition(ctx, teardownBegan, messages.Outcome{})
-		if t.settleT == nil {
-			self, rt := t.self, t.rt
-			t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
-		}
-		t.cancelAsync(m.reason, true, nil)
+		t.beginTeardown(ctx, m.reason)
 	case *cancelResult:
 		t.cancelled(ctx, m)
 	case *messages.InputTask:
@@ -208,6 +213,18 @@ func (t *task) receive(ctx actor.Context) {
 	default:
 		t.receiveWatch(ctx)
 	}
+}
+
+// beginTeardown cancels the task for its owner's disposal or the runtime's close.
+func (t *task) beginTeardown(ctx actor.Context, reason string) {
+	// Teardown marks the task reported: no notice goes to a dying owner.
+	t.report(ctx)
+	t.transition(ctx, teardownBegan, messages.Outcome{})
+	if t.settleT == nil {
+		self, rt := t.self, t.rt
+		t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
+	}
+	t.cancelAsync(reason, true, nil)
 }
 
 // transition is the only place the task's phase and status change. It returns
@@ -250,7 +267,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
 		}
-		tellRegistry(ctx, t.rt, &taskSettled{snap: t.snap, bytes: size})
+		tellRegistry(ctx, t.rt, &taskSettled{snap: t.snap, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
 		for _, w := range t.waiters {
 			w.timer.Stop()
 			if t.rt.alive(w.pid) { // a requester that gave up gets nothing

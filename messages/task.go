@@ -21,6 +21,7 @@ type Status string
 
 // The task statuses. See the package documentation for the transitions.
 const (
+	Queued    Status = "queued"    // waiting for a slot (actors.WithQueue); its work has not started
 	Running   Status = "running"   // the producer's work is live
 	Stopping  Status = "stopping"  // cancel requested and accepted, Done not yet settled
 	Completed Status = "completed" // the work ended on its own
@@ -215,6 +216,7 @@ type EventKind string
 const (
 	EventAgentRegistered EventKind = "agent-registered"
 	EventAgentDisposed   EventKind = "agent-disposed"
+	EventTaskQueued      EventKind = "task-queued" // started at the cap and queued (actors.WithQueue); task-started follows when it runs
 	EventTaskStarted     EventKind = "task-started"
 	EventTaskOutput      EventKind = "task-output"   // the task's output grew; Bytes is its size now
 	EventTaskStopping    EventKind = "task-stopping" // cancelled (killed or torn down), not yet settled
