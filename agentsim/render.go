@@ -283,6 +283,9 @@ func (r *Renderer) Summary(rep *Report) {
 	if rep.Containment != "" {
 		fmt.Fprintf(w, "containment  %s\n", rep.Containment)
 	}
+	if rep.Sandbox != "" {
+		fmt.Fprintf(w, "sandbox      %s\n", rep.Sandbox)
+	}
 	if rep.OK() {
 		fmt.Fprintln(w, "result       PASS: every expectation met")
 		return

@@ -216,6 +216,8 @@ type Report struct {
 	Quiescence Stats `json:"quiescence"`
 	// Containment is how the bash producer contained the commands (cgroup or sweep).
 	Containment string `json:"containment"`
+	// Sandbox is the bash producer's sandbox ("off", or the sandbox and its detail).
+	Sandbox string `json:"sandbox"`
 	// Transcripts: every session, top-level agents and sub-agents.
 	Transcripts map[messages.AgentID][]Entry `json:"-"`
 	// Failures lists every unmet expectation; empty means the scenario passed.
@@ -316,6 +318,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	rep.ModelCalls = sim.ModelCalls()
 	rep.Quiescence = sim.Stats()
 	rep.Containment = sim.Containment()
+	rep.Sandbox = sim.Sandbox()
 	rep.Transcripts = sim.transcripts()
 	rep.Failures = append(append(append([]string{}, problems...), sim.Failures()...), sc.Expect.check(rep)...)
 	return rep, nil

@@ -20,15 +20,16 @@ import (
 
 // The baseline names of Figure.Baselines, in table column order.
 const (
-	BaselineMutex   = "mutex"     // MutexRegistry
-	BaselineFloor   = "floor"     // bare protoactor
-	BaselineExec    = "os/exec"   // plain os/exec, same command
-	BaselineKeepAll = "keep-all"  // the runtime keeping every record until disposal (before retention)
-	BaselineOneWait = "one wait"  // a single Tasks.Wait in the same runtime
-	BaselinePlain   = "no events" // the same runtime without an event subscriber
+	BaselineMutex   = "mutex"      // MutexRegistry
+	BaselineFloor   = "floor"      // bare protoactor
+	BaselineExec    = "os/exec"    // plain os/exec, same command
+	BaselineKeepAll = "keep-all"   // the runtime keeping every record until disposal (before retention)
+	BaselineOneWait = "one wait"   // a single Tasks.Wait in the same runtime
+	BaselinePlain   = "no events"  // the same runtime without an event subscriber
+	BaselineNoBox   = "no sandbox" // the same bash producer without a sandbox
 )
 
-var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll, BaselineOneWait, BaselinePlain}
+var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll, BaselineOneWait, BaselinePlain, BaselineNoBox}
 
 // Figure is one measured figure: our value (the taskrt runtime), each baseline's
 // value, and our value divided by the primary baseline's.
@@ -65,6 +66,7 @@ type Config struct {
 	DisposeSizes []int         // owners' task counts for the dispose figures; the scaling figure compares the last to the first
 	Dispose      DisposeConfig // Repeat and Depth for the dispose and chain figures
 	True         TrueConfig
+	Sandbox      TrueConfig // the sandboxed /bin/true figure
 	Flood        FloodConfig
 	// Rounds is how many times the lifecycle, routed, wait, /bin/true and flood
 	// figures are measured (the median is kept); the dispose figures repeat per
@@ -84,6 +86,7 @@ func DefaultConfig() Config {
 		DisposeSizes: []int{1_000, 10_000},
 		Dispose:      DisposeConfig{Repeat: 5, Depth: 10},
 		True:         TrueConfig{Runs: 1_000, Workers: 8},
+		Sandbox:      TrueConfig{Runs: 200, Workers: 2},
 		Flood:        FloodConfig{Bytes: 200 << 20},
 		Rounds:       3,
 	}
@@ -101,6 +104,7 @@ func QuickConfig() Config {
 		DisposeSizes: []int{100, 1_000},
 		Dispose:      DisposeConfig{Repeat: 3, Depth: 10},
 		True:         TrueConfig{Runs: 100, Workers: 8},
+		Sandbox:      TrueConfig{Runs: 20, Workers: 2},
 		Flood:        FloodConfig{Bytes: 16 << 20},
 		Rounds:       1,
 	}
@@ -144,6 +148,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		memoryName    = fmt.Sprintf("memory (%d live tasks)", cfg.Memory.Tasks)
 		chainName     = fmt.Sprintf("dispose %d-deep chain", cfg.Dispose.Depth)
 		trueName      = fmt.Sprintf("/bin/true ×%d", cfg.True.Runs)
+		sandboxName   = fmt.Sprintf("sandboxed /bin/true ×%d", cfg.Sandbox.Runs)
 		floodName     = "flood " + sizeName(cfg.Flood.Bytes)
 		disposeName   = func(n int) string { return fmt.Sprintf("dispose %d tasks", n) }
 		round         = func(name string, r int) string {
@@ -213,6 +218,24 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 			add(round(trueName, r), impl, func() error {
 				v, err := TrueRuns(ctx, impl, cfg.True)
 				trueRunsAll[impl] = append(trueRunsAll[impl], v)
+				return err
+			})
+		}
+	}
+	sandboxRuns := map[bool][]time.Duration{}
+	var sandboxErr error
+	for r := range rounds {
+		for _, sandboxed := range []bool{false, true} {
+			add(round(sandboxName, r), ImplActors, func() error {
+				if sandboxErr != nil {
+					return nil
+				}
+				v, err := SandboxTrueRuns(ctx, cfg.Sandbox, sandboxed)
+				if err != nil && sandboxed && ctx.Err() == nil {
+					sandboxErr = err // no sandbox here: the row says so
+					return nil
+				}
+				sandboxRuns[sandboxed] = append(sandboxRuns[sandboxed], v)
 				return err
 			})
 		}
@@ -320,6 +343,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		cfg.True.Workers, rounds, us(trueRuns[ImplActors])/float64(max(cfg.True.Runs, 1)), us(trueRuns[ImplExec])/float64(max(cfg.True.Runs, 1)))
 	figs = append(figs, newFigure(trueName+" wall", "ms", "lower", ms(trueRuns[ImplActors]), BaselineExec,
 		vs(func(i Impl) float64 { return ms(trueRuns[i]) }, ImplExec, ImplMutex), trueNote))
+	figs = append(figs, sandboxFigure(sandboxName, cfg.Sandbox, rounds, sandboxRuns, sandboxErr))
 	figs = append(figs,
 		newFigure(floodName+" throughput", "MiB/s", "higher", mib(flood[ImplActors].Throughput), BaselineExec,
 			vs(func(i Impl) float64 { return mib(flood[i].Throughput) }, ImplExec, ImplMutex),

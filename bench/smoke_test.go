@@ -3,11 +3,14 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/producers/bash"
 )
 
 // tinyConfig runs every figure at a size that finishes in a second or two under the
@@ -22,6 +25,7 @@ func tinyConfig() Config {
 		DisposeSizes: []int{5, 10},
 		Dispose:      DisposeConfig{Repeat: 1, Depth: 3},
 		True:         TrueConfig{Runs: 4, Workers: 2},
+		Sandbox:      TrueConfig{Runs: 2, Workers: 2},
 		Flood:        FloodConfig{Bytes: 256 << 10},
 		Rounds:       2,
 	}
@@ -35,7 +39,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	require.Equal(t, 46, steps) // five figures in two rounds of three impls (lifecycle: four), four once, retention and wait-any once
+	require.Equal(t, 50, steps) // five figures in two rounds of three impls (lifecycle: four), the sandbox figure in two rounds of two, four once, retention and wait-any once
 
 	var names []string
 	for _, f := range figs {
@@ -53,18 +57,29 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 		"dispose 5 tasks", "dispose 10 tasks", "dispose scaling 10/5",
 		"dispose 3-deep chain",
 		"/bin/true ×4 wall",
+		"sandboxed /bin/true ×2 per run",
 		"flood 256 KiB throughput", "flood 256 KiB peak heap growth", "flood 256 KiB peak RSS growth",
 	}, names)
 	for _, f := range figs[:7] { // the timed figures are always positive
 		require.Positive(t, f.Value, f.Name)
 		require.NotNil(t, f.Ratio, f.Name)
 	}
+	sandboxRow := figs[slices.Index(names, "sandboxed /bin/true ×2 per run")]
+	require.Positive(t, sandboxRow.Baselines[BaselineNoBox], "the unsandboxed runs are measured everywhere")
+	if err := bash.New().CheckSandbox(); err == nil {
+		require.Positive(t, sandboxRow.Value, "sandboxed runs where bwrap works")
+		require.NotNil(t, sandboxRow.Ratio)
+	} else {
+		require.Zero(t, sandboxRow.Value, "no value without a sandbox")
+		require.Nil(t, sandboxRow.Ratio)
+		require.Contains(t, sandboxRow.Note, "no sandbox here")
+	}
 
 	var table bytes.Buffer
 	require.NoError(t, WriteTable(&table, ThisMachine(), figs))
 	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
 	require.True(t, strings.HasPrefix(lines[0], "# nproc "), lines[0])
-	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+keep-all\s+one wait\s+no events\s+ratio\s+unit$`, lines[1])
+	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+keep-all\s+one wait\s+no events\s+no sandbox\s+ratio\s+unit$`, lines[1])
 	require.Contains(t, table.String(), "lifecycle throughput")
 
 	var doc bytes.Buffer

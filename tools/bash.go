@@ -99,6 +99,7 @@ type bashConfig struct {
 	maxTimeout time.Duration
 	dir        string
 	env        []string
+	sandbox    string // what the description says of the runner's sandbox ("" without one)
 }
 
 // BashOption configures the bash tool. Options are made by the With… functions
@@ -199,6 +200,9 @@ func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*BashTool, e
 	if cfg.timeout > cfg.maxTimeout {
 		cfg.timeout = cfg.maxTimeout
 	}
+	if sr, ok := r.(sandboxReporter); ok {
+		cfg.sandbox = sandboxDescription(sr.Sandbox(), cfg.dir)
+	}
 	b := &BashTool{rt: rt, run: r, cfg: cfg}
 	background := fmt.Sprintf(bashTimeoutBackgroundDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())
 	switch {
@@ -242,15 +246,17 @@ func (c *bashConfig) check() error {
 func (b *BashTool) Name() string { return BashName }
 
 // Description returns the model-facing description; it mentions run_in_background
-// and stdin only when the tool offers them.
+// and stdin only when the tool offers them, and the sandbox only when the runner
+// reports one (a *bash.Producer with WithSandbox: what commands may write, and
+// whether the network is off).
 func (b *BashTool) Description() string {
 	switch {
 	case b.cfg.stdin:
-		return bashDescription + bashBackgroundDescription + bashStdinDescription
+		return bashDescription + bashBackgroundDescription + bashStdinDescription + b.cfg.sandbox
 	case b.cfg.background:
-		return bashDescription + bashBackgroundDescription
+		return bashDescription + bashBackgroundDescription + b.cfg.sandbox
 	}
-	return strings.TrimSpace(bashDescription)
+	return strings.TrimSpace(bashDescription) + b.cfg.sandbox
 }
 
 // Schema returns the input schema; run_in_background and stdin are present only when

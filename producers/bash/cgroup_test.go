@@ -116,7 +116,11 @@ func TestLeftoverCgroupsOfADeadProcessAreKilledAndRemoved(t *testing.T) {
 func limitTask(t *testing.T, p *Producer, c Command) (*testTask, *taskCgroup) {
 	t.Helper()
 	h := startTask(t, p, c)
-	cg, ok := h.task.jail.(*taskCgroup)
+	j := h.task.jail
+	if sj, ok := j.(*sandboxJail); ok {
+		j = sj.jail
+	}
+	cg, ok := j.(*taskCgroup)
 	require.True(t, ok, "a cgroup-mode task")
 	return h, cg
 }
@@ -296,7 +300,7 @@ func init() {
 		if os.Getenv("HOST_MODE") == "cgroup" {
 			mode = CgroupContainment
 		}
-		p := New(WithContainment(mode), WithSpillDir(os.TempDir()), WithCgroupRoot(os.Getenv("HOST_CGROUP_ROOT")))
+		p := New(WithContainment(mode), WithSpillDir(os.TempDir()), WithCgroupRoot(os.Getenv("HOST_CGROUP_ROOT")), testSandbox())
 		h, err := p.Start(Command{Command: os.Getenv("HOST_COMMAND")})
 		if err != nil {
 			fmt.Println("error:", err)

@@ -89,11 +89,30 @@
 // are never stolen. Orphans of other code that exit become zombies of this process
 // unless that code reaps them.
 //
+// # Sandbox
+//
+// WithSandbox (or Command.Sandbox, for the embedder to set per command) runs
+// commands under bubblewrap (bwrap): SandboxReadOnly lets a command write nothing
+// but a private /tmp, SandboxWorkspaceWrite also its working directory and the
+// Sandbox's Writable paths; the network is off (a namespace with a loopback of its
+// own) unless Network is set; the command sees only its own processes. A write
+// elsewhere fails with the command's own "Read-only file system". bwrap is the
+// task's leader, in the task's cgroup from its first instruction; a kill sends
+// SIGTERM to every process of the sandbox but bwrap (whose death would SIGKILL the
+// sandbox before the grace period), and when the shell exits, or this process dies,
+// the kernel kills every process left in the sandbox at once. A sandbox that cannot
+// be provided here (no bwrap, no user namespaces) fails the start with
+// ErrSandboxUnavailable: a command that asks for one never runs without it.
+// Producer.Sandbox and Producer.SandboxDetail report it. Each sandboxed start costs
+// bwrap's start-up, several milliseconds; docs/sandbox.md has the figures and the
+// known limits.
+//
 // # When not to use it
 //
 // It is Linux-only (it relies on /proc, pidfds, prctl and cgroups); elsewhere Start
-// fails. It is not a sandbox: a command running as root can move itself out of its
-// cgroup, and in sweep mode a command can hide as described above. Its terminals are
+// fails. Without WithSandbox it is not a sandbox: a command runs with the rights of
+// this process, a command running as root can move itself out of its cgroup, and in
+// sweep mode a command can hide as described above. Its terminals are
 // not for password prompts (input is data the caller hands over, typically a model's
 // tool call) nor for full-screen programs: no terminal emulator interprets their
 // escape sequences, which reach the output as raw bytes.

@@ -59,7 +59,7 @@ func (s survivorCheck) Run() int {
 // the containment mode detected here.
 func newTestProducer(t testing.TB, opts ...Option) *Producer {
 	t.Helper()
-	return New(append([]Option{WithSpillDir(t.TempDir())}, opts...)...)
+	return New(append([]Option{WithSpillDir(t.TempDir()), testSandbox()}, opts...)...)
 }
 
 // forEachMode runs f as a subtest per containment mode, "mode=cgroup" and

@@ -42,6 +42,8 @@ type config struct {
 	limits       Limits      // defaults for every command
 	termCols     int         // StdinTTY window size
 	termRows     int
+	sandbox      Sandbox // default of every command (WithSandbox)
+	bwrap        string  // the bubblewrap program (WithBwrap)
 }
 
 // outputOptions maps the output options (WithMaxRead, WithOutputMemory,
@@ -75,6 +77,7 @@ func defaultConfig() config {
 		logger:       slog.New(slog.DiscardHandler),
 		termCols:     DefaultTerminalCols,
 		termRows:     DefaultTerminalRows,
+		bwrap:        DefaultBwrap,
 	}
 }
 

@@ -37,6 +37,11 @@ type Command struct {
 	// task's Hooks.Input. Background commands only: Run refuses any mode but
 	// StdinNone.
 	Stdin Stdin
+	// Sandbox, when not nil, replaces the producer's default sandbox (WithSandbox)
+	// for this command; &Sandbox{} runs it without one. It is for the embedder to
+	// set, never for the model: a tool must not let a model choose its own
+	// sandbox.
+	Sandbox *Sandbox
 }
 
 // Producer runs shell commands as taskrt tasks. Its zero value is not usable; call
@@ -55,6 +60,7 @@ type Producer struct {
 	tree     *cgroupTree // cgroup mode: where the tasks' cgroups go
 	startErr error       // non-nil: every Start fails with it (forced cgroup mode without cgroups)
 	ctty     bool        // this process had a controlling terminal at New
+	sb       *sandboxState
 }
 
 // producers numbers the Producers of this process, for their marker prefixes.
@@ -85,6 +91,7 @@ func New(opts ...Option) *Producer {
 	p := &Producer{cfg: cfg, n: n, prefix: fmt.Sprintf("%d.%d.", os.Getpid(), n)}
 	p.chooseContainment()
 	p.ctty = hasControllingTerminal()
+	p.chooseSandbox()
 	return p
 }
 

@@ -39,6 +39,9 @@ type task struct {
 	pipe   *os.File // read end of the output: the pipe's, or the terminal's master; used by the reader, closed by the monitor
 	in     *input   // the command's input (StdinPipe, StdinTTY); nil for StdinNone
 	tty    bool     // the command runs on a terminal of its own: pipe is its master
+	// sandboxed: the leader is bwrap, which exits with 128+N when the shell died of
+	// signal N (see decide).
+	sandboxed bool
 
 	cancelOnce sync.Once
 	cancelled  chan struct{} // closed by the first Cancel
@@ -110,16 +113,6 @@ func (p *Producer) start(c Command) (*task, error) {
 		return nil, fmt.Errorf("%w: %s limits need cgroup containment, and this producer uses %s mode (%s)",
 			ErrLimitsUnavailable, lim.names(), p.mode, p.detail)
 	}
-	seq := p.seq.Add(1)
-	marker := p.prefix + fmt.Sprint(seq)
-	extraEnv := c.Env
-	if tty {
-		extraEnv = append([]string{"TERM=dumb"}, c.Env...) // Command.Env may set another
-	}
-	env, err := environ(extraEnv, marker)
-	if err != nil {
-		return nil, err
-	}
 	if c.Dir != "" {
 		// os/exec reports a missing directory as the shell not being found; say what
 		// is really wrong.
@@ -128,6 +121,23 @@ func (p *Producer) start(c Command) (*task, error) {
 		} else if !fi.IsDir() {
 			return nil, fmt.Errorf("bash: working directory %s is not a directory", c.Dir)
 		}
+	}
+	sb, err := p.sandboxFor(c) // nil: no sandbox; an error: none can be had, so nothing runs
+	if err != nil {
+		return nil, err
+	}
+	seq := p.seq.Add(1)
+	marker := p.prefix + fmt.Sprint(seq)
+	extraEnv := c.Env
+	if tty {
+		extraEnv = append([]string{"TERM=dumb"}, extraEnv...) // Command.Env may set another
+	}
+	if sb != nil {
+		extraEnv = append([]string{"TMPDIR=/tmp"}, extraEnv...) // the private /tmp, whatever this process uses
+	}
+	env, err := environ(extraEnv, marker)
+	if err != nil {
+		return nil, err
 	}
 	log := p.cfg.logger.With("marker", marker)
 
@@ -143,6 +153,9 @@ func (p *Producer) start(c Command) (*task, error) {
 		j = cg
 	} else {
 		j = &sweepJail{marker: marker, subreaper: p.cfg.subreaper, log: log}
+	}
+	if sb != nil {
+		j = &sandboxJail{jail: j, cg: cg}
 	}
 	fail := func(err error) (*task, error) {
 		if cg != nil {
@@ -166,7 +179,11 @@ func (p *Producer) start(c Command) (*task, error) {
 	if err != nil {
 		return fail(err)
 	}
-	cmd := exec.Command(p.cfg.shell, args...)
+	name, argv := p.cfg.shell, args
+	if sb != nil {
+		name, argv = sb.command(p.sb.path, p.cfg.shell, args, tty) // bwrap is the leader
+	}
+	cmd := exec.Command(name, argv...)
 	cmd.Dir = c.Dir
 	cmd.Env = env
 	if st.childIn != nil {
@@ -182,7 +199,9 @@ func (p *Producer) start(c Command) (*task, error) {
 	// to detach from, a new process group is enough, and saves what a session costs
 	// (a scheduler autogroup per command, about 0.3 to 0.5 ms on a loaded machine).
 	// A terminal of the task's own needs a session to be its controlling terminal.
-	err = spawn(cmd, cg, cg == nil || p.ctty, tty)
+	// In a sandbox the shell takes its terminal as its controlling terminal itself
+	// (setsid --ctty), so that bwrap, the leader, has none (see sandboxPlan.command).
+	err = spawn(cmd, cg, cg == nil || p.ctty || tty, tty && sb == nil)
 	if cerr := st.closeChild(); err == nil && cerr != nil {
 		err = cerr // unreachable in practice; the child would hold the only writer
 	}
@@ -215,11 +234,12 @@ func (p *Producer) start(c Command) (*task, error) {
 		pipe:      st.out,
 		in:        st.in,
 		tty:       tty,
+		sandboxed: sb != nil,
 		cancelled: make(chan struct{}),
 		exitCode:  -1,
 		done:      make(chan messages.Outcome, 1),
 	}
-	t.log.Debug("bash task started", "command", shortLabel(c.Command), "containment", p.mode.String(), "stdin", c.Stdin.String())
+	t.log.Debug("bash task started", "command", shortLabel(c.Command), "containment", p.mode.String(), "stdin", c.Stdin.String(), "sandbox", sandboxName(sb))
 	go t.monitor()
 	return t, nil
 }
@@ -497,7 +517,8 @@ func (t *task) decide(pr *progress, state *os.ProcessState, leftovers int, hits 
 			sig = ws.Signal()
 		}
 		return messages.Outcome{Status: messages.Killed, Detail: with("signal: " + signalName(sig))}
-	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && hits.oomKills > 0:
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL && hits.oomKills > 0,
+		t.sandboxed && ws.Exited() && ws.ExitStatus() == 128+int(syscall.SIGKILL) && hits.oomKills > 0:
 		return messages.Outcome{Status: messages.Killed, Detail: note}
 	case ws.Signaled():
 		return messages.Outcome{Status: messages.Killed, Detail: with("signal: " + signalName(ws.Signal()))}

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"log/slog"
 	"time"
+
+	"github.com/taskrt/taskrt/producers/bash"
 )
 
 // Defaults of the options.
@@ -36,7 +38,8 @@ type config struct {
 	maxRequestBytes int64
 	pageEventBuffer int
 	logger          *slog.Logger
-	startKeys       bool // bash offers key (tools.WithStartKeys)
+	startKeys       bool         // bash offers key (tools.WithStartKeys)
+	sandbox         bash.Sandbox // of every command (WithSandbox)
 }
 
 func defaultConfig() config {

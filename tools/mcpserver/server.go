@@ -116,9 +116,14 @@ func New(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskrt-mcp: %w", err)
 	}
-	bashOpts := []bash.Option{bash.WithLogger(cfg.logger)}
+	bashOpts := []bash.Option{bash.WithLogger(cfg.logger), bash.WithSandbox(cfg.sandbox)}
 	if cfg.killGrace > 0 {
 		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
+	}
+	producer, err := newProducer(cfg, bashOpts)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return nil, fmt.Errorf("taskrt-mcp: %w", err)
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -135,7 +140,7 @@ func New(opts ...Option) (*Server, error) {
 	if cfg.startKeys {
 		bashToolOpts = append(bashToolOpts, tools.WithStartKeys())
 	}
-	bashTool, err := tools.NewBashWithRunner(rt, runner{p: bash.New(bashOpts...), interval: ProgressInterval}, bashToolOpts...)
+	bashTool, err := tools.NewBashWithRunner(rt, runner{p: producer, interval: ProgressInterval}, bashToolOpts...)
 	if err != nil {
 		s.cancel()
 		s.tasks.Close()

@@ -31,7 +31,7 @@ optional "model" argument names a scripted model: one defined by the scenario (o
 -models), or a built-in one: echo, bash, error, max-tokens, refusal, hang.
 ` + exitStatus
 
-const runUsage = `Usage: agentsim run [-json] [-plain] [-metrics] [-timeout D] [FILE]
+const runUsage = `Usage: agentsim run [-json] [-plain] [-metrics] [-timeout D] [-sandbox MODE] [FILE]
 
 Plays the built-in demo, or the scenario in FILE (JSON). The transcript of every
 agent and sub-agent is printed as it happens, then a summary: tasks by final
@@ -46,7 +46,7 @@ the running tasks; otherwise plain lines are written.
   -timeout D   abort the play after D (e.g. 10s); default: the scenario's timeout_ms
 ` + exitStatus
 
-const scriptUsage = `Usage: agentsim script [-models FILE] [-default-model NAME] [-owner-limit N | -no-owner-limit] [-grace D] FILE|-
+const scriptUsage = `Usage: agentsim script [-models FILE] [-default-model NAME] [-owner-limit N | -no-owner-limit] [-grace D] [-sandbox MODE] FILE|-
 
 Reads JSON lines (from FILE, or stdin for -) and writes one JSON result per line:
   {"op":"register","agent":"a1"}                   optional "parent":"a0"
@@ -159,6 +159,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	plain := fs.Bool("plain", false, "no status line")
 	timeout := fs.Duration("timeout", 0, "abort the play after this long")
 	withMetrics := fs.Bool("metrics", false, "print the runtime's metrics after the summary")
+	sandbox := sandboxFlag(fs)
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -190,7 +191,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	r := agentsim.NewRenderer(stdout, mode)
 	r.Header(sc)
-	playOpts := []agentsim.Option{agentsim.WithObserver(r.Observe)}
+	playOpts := []agentsim.Option{agentsim.WithObserver(r.Observe), agentsim.WithBashOptions(bash.WithSandbox(*sandbox))}
 	var metrics *metricsReader
 	if *withMetrics {
 		metrics = newMetricsReader()
@@ -227,6 +228,7 @@ func scriptCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	ownerLimit := fs.Int("owner-limit", 0, "running tasks per owner (0 keeps the default)")
 	noOwnerLimit := fs.Bool("no-owner-limit", false, "no cap on running tasks per owner")
 	grace := fs.Duration("grace", 0, "SIGTERM to SIGKILL for cancelled commands (0 keeps the default)")
+	sandbox := sandboxFlag(fs)
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
 	}
@@ -266,6 +268,7 @@ func scriptCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if *grace > 0 {
 		opts = append(opts, agentsim.WithBashOptions(bash.WithGrace(*grace)))
 	}
+	opts = append(opts, agentsim.WithBashOptions(bash.WithSandbox(*sandbox)))
 	in := stdin
 	if name := fs.Arg(0); name != "-" {
 		f, err := os.Open(name)

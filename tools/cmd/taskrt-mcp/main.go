@@ -54,6 +54,7 @@ type options struct {
 	ui          bool
 	verbose     bool
 	startKeys   bool
+	sandbox     bash.Sandbox // -sandbox, -sandbox-network
 }
 
 // parse parses the flags; an error has been printed with the usage.
@@ -75,6 +76,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.ui, "ui", false, "HTTP: serve a live, read-only page of every session and its tasks at / (same token as /mcp)")
 	fs.BoolVar(&o.startKeys, "start-keys", false, "offer bash's key parameter: a retried background start with the same key returns the task already started")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
+	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
+		o.sandbox.Mode, err = bash.ParseSandboxMode(v)
+		return err
+	})
+	fs.BoolVar(&o.sandbox.Network, "sandbox-network", false, "with -sandbox: let commands use this host's network")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -94,6 +100,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("-idle-timeout must not be negative")
 	case o.maxRequest < 1:
 		return bad("-max-request must be positive")
+	case o.sandbox.Network && !o.sandbox.On():
+		return bad("-sandbox-network needs -sandbox read-only or workspace-write")
 	case o.ui && o.httpAddr == "":
 		return bad("-ui needs -http: the live page is served over HTTP")
 	}
@@ -138,6 +146,7 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		mcpserver.WithKillGrace(o.killGrace),
 		mcpserver.WithSessionTimeout(o.idleTimeout),
 		mcpserver.WithMaxRequestBytes(o.maxRequest),
+		mcpserver.WithSandbox(o.sandbox),
 	}
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
