@@ -349,11 +349,7 @@ func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd 
 	if err != nil {
 		return startErrResult(err) // the runtime's error, with advice for the model where it needs some
 	}
-	text := startedText(id, spec.Kind, spec.Label)
-	if caller == "" {
-		text = startedUnownedText(id, spec.Kind, spec.Label)
-	}
-	return Result{Text: text, Data: Handle{Kind: "background", TaskID: id}}
+	return startedResult(ctx, b.rt, caller, id, spec.Kind, spec.Label)
 }
 
 // duplicate answers a start whose key names a task already started: the same handle

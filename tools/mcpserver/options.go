@@ -40,6 +40,8 @@ type config struct {
 	logger          *slog.Logger
 	startKeys       bool         // bash offers key (tools.WithStartKeys)
 	sandbox         bash.Sandbox // of every command (WithSandbox)
+	queue           int          // actors.WithQueue; 0: none
+	globalLimit     int          // actors.WithGlobalLimit; 0: none
 }
 
 func defaultConfig() config {
@@ -136,4 +138,27 @@ func WithLogger(l *slog.Logger) Option {
 // copy of the work. Off by default, as in package tools: a model has no use for it.
 func WithStartKeys() Option {
 	return optionFunc(func(c *config) { c.startKeys = true })
+}
+
+// WithQueue lets up to n background starts per session wait, with status queued,
+// when the session is at its cap or the server at its global limit (actors.WithQueue):
+// the start answers "queued background task bash-5 (position 2 of 3); it starts when a
+// slot frees" with the usual handle. Values <= 0 keep the default: no queue.
+func WithQueue(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.queue = n
+		}
+	})
+}
+
+// WithGlobalLimit caps the running background tasks across every session
+// (actors.WithGlobalLimit), handing slots out round robin between sessions. Values
+// <= 0 keep the default: no global limit.
+func WithGlobalLimit(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.globalLimit = n
+		}
+	})
 }

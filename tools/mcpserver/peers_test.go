@@ -113,3 +113,48 @@ func handleOf(t *testing.T, res *mcp.CallToolResult) handle {
 	}
 	return h
 }
+
+// Three sessions share a global limit of 2 with a queue: starts over the limit are
+// queued (the start's handle, "queued background task …"), and freed slots go to the
+// sessions in turn.
+func TestQueueAcrossSessionsOverMCP(t *testing.T) {
+	srv := newServer(t, mcpserver.WithGlobalLimit(2), mcpserver.WithQueue(2))
+	c1, _ := serve(t, srv)
+	c2, _ := serve(t, srv)
+	c3, _ := serve(t, srv)
+	hold1, hold2 := fifo(t), fifo(t)
+	order := t.TempDir() + "/order"
+	c1.call(t, "bash", map[string]any{"command": "cat " + hold1, "run_in_background": true})
+	c1.call(t, "bash", map[string]any{"command": "cat " + hold2, "run_in_background": true})
+	queued := func(c *client, name, id string) {
+		t.Helper()
+		res := c.call(t, "bash", map[string]any{"command": "echo " + name + " >> " + order, "run_in_background": true})
+		want := "queued background task " + id + " (position 1 of 1); it starts when a slot frees."
+		if text := texts(t, res); !strings.HasPrefix(text[0], want) || res.IsError {
+			t.Errorf("%s: %q, want it to begin %q", name, text, want)
+		}
+		if h := handleOf(t, res); h.Kind != "background" || h.TaskID != id {
+			t.Errorf("%s: handle %+v, want the background handle of %s", name, h, id)
+		}
+	}
+	queued(c1, "session1", "bash-3")
+	queued(c2, "session2", "bash-4")
+	queued(c3, "session3", "bash-5")
+	if got := texts(t, c2.call(t, "task_list", map[string]any{})); !slices.Equal(got, []string{"bash-4 [bash] queued — echo session2 >> " + order}) {
+		t.Errorf("session 2's task_list = %q", got)
+	}
+	// One slot cycles through the queue: the sessions get it in turn, from the one
+	// after the session served last (session 1).
+	release(t, hold1, "x")
+	for _, c := range []*client{c2, c3, c1} {
+		id := map[*client]string{c1: "bash-3", c2: "bash-4", c3: "bash-5"}[c]
+		if got := texts(t, c.call(t, "task_output", map[string]any{"task_id": id, "wait": true})); len(got) == 0 || got[0] != "[status: completed, exit code: 0]" {
+			t.Errorf("%s: %q", id, got)
+		}
+	}
+	release(t, hold2, "y")
+	got := texts(t, c1.call(t, "bash", map[string]any{"command": "cat " + order}))
+	if want := []string{"session2\nsession3\nsession1\n[status: completed, exit code: 0]"}; !slices.Equal(got[:1], want) {
+		t.Errorf("start order %q, want %q (round robin from the session after the one served last)", got, want)
+	}
+}

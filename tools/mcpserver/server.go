@@ -112,6 +112,7 @@ func New(opts ...Option) (*Server, error) {
 	if cfg.ownerLimit > 0 {
 		rtOpts = append(rtOpts, actors.WithOwnerLimit(cfg.ownerLimit))
 	}
+	rtOpts = append(rtOpts, actors.WithQueue(cfg.queue), actors.WithGlobalLimit(cfg.globalLimit)) // 0 keeps "none"
 	rt, err := actors.NewRuntime(rtOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("taskrt-mcp: %w", err)

@@ -54,6 +54,8 @@ type options struct {
 	ui          bool
 	verbose     bool
 	startKeys   bool
+	queue       int
+	globalLimit int
 	sandbox     bash.Sandbox // -sandbox, -sandbox-network
 }
 
@@ -74,6 +76,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.token, "token", "", "HTTP: require this bearer `token` (default $"+tokenEnv+"); required when ADDR is not loopback")
 	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
 	fs.BoolVar(&o.ui, "ui", false, "HTTP: serve a live, read-only page of every session and its tasks at / (same token as /mcp)")
+	fs.IntVar(&o.queue, "queue", 0, "queue up to `N` background starts per session beyond the caps, with status queued (0: none)")
+	fs.IntVar(&o.globalLimit, "global-limit", 0, "at most `N` running background tasks across all sessions, handed out round robin (0: none)")
 	fs.BoolVar(&o.startKeys, "start-keys", false, "offer bash's key parameter: a retried background start with the same key returns the task already started")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
@@ -94,6 +98,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("unexpected argument %q", fs.Arg(0))
 	case o.maxTasks < 1:
 		return bad("-max-tasks must be at least 1")
+	case o.queue < 0 || o.globalLimit < 0:
+		return bad("-queue and -global-limit must not be negative")
 	case o.killGrace <= 0:
 		return bad("-kill-grace must be positive")
 	case o.idleTimeout < 0:
@@ -154,6 +160,7 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	if o.startKeys {
 		opts = append(opts, mcpserver.WithStartKeys())
 	}
+	opts = append(opts, mcpserver.WithQueue(o.queue), mcpserver.WithGlobalLimit(o.globalLimit))
 	srv, err := mcpserver.New(opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
