@@ -75,9 +75,10 @@ func (t *Tasks) QueuePosition(ctx context.Context, id messages.TaskID, caller me
 
 // fairness is the registry's round robin over owners with queued tasks.
 type fairness struct {
-	ring   []messages.AgentID // owners in the order they first queued ("" = unowned)
-	inRing map[messages.AgentID]bool
-	cursor int // index in ring of the owner served last
+	ring    []messages.AgentID // owners in the order they first queued ("" = unowned)
+	inRing  map[messages.AgentID]bool
+	last    messages.AgentID // the owner served last (a direct start counts)
+	hasLast bool
 }
 
 // overCap says whether a start for b must wait (or fail): the owner's cap or the
@@ -158,12 +159,7 @@ func (r *registry) slotFreed(ctx actor.Context, b *bucket, m *taskSettled) {
 
 // served records that owner got a slot (a direct start counts), for the round robin.
 func (r *registry) served(owner messages.AgentID) {
-	for i, o := range r.fair.ring {
-		if o == owner {
-			r.fair.cursor = i
-			return
-		}
-	}
+	r.fair.last, r.fair.hasLast = owner, true
 }
 
 // dispatch hands free slots to queued tasks, owners in turn.
@@ -192,8 +188,14 @@ func (r *registry) dispatch(ctx actor.Context) {
 // queued task and room under its own cap (and is not being disposed).
 func (r *registry) nextQueued() (messages.AgentID, *bucket) {
 	n := len(r.fair.ring)
+	from := -1 // the owner served last, if it is in the ring: the turn goes on after it
+	for i, o := range r.fair.ring {
+		if r.fair.hasLast && o == r.fair.last {
+			from = i
+		}
+	}
 	for step := 1; step <= n; step++ {
-		owner := r.fair.ring[(r.fair.cursor+step)%n]
+		owner := r.fair.ring[(from+step)%n]
 		b := r.bucketOf(owner)
 		if b == nil || len(b.waiting) == 0 {
 			continue
@@ -215,9 +217,6 @@ func (r *registry) forgetOwner(owner messages.AgentID) {
 		if o == owner {
 			r.fair.ring = append(r.fair.ring[:i], r.fair.ring[i+1:]...)
 			delete(r.fair.inRing, owner)
-			if r.fair.cursor >= i && r.fair.cursor > 0 {
-				r.fair.cursor--
-			}
 			return
 		}
 	}

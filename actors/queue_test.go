@@ -215,3 +215,26 @@ func TestGlobalLimitIsFairAcrossOwners(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 }
+
+// The turn goes on after the owner served last, even when that owner queued after
+// the others: a1 runs one task directly, a2, a3 and then a1 queue one each, and the
+// freed slot goes to a2, a3, then a1 — not to a2's predecessor in the queue order.
+func TestRoundRobinStartsAfterTheOwnerServedLast(t *testing.T) {
+	rt := newRT(t, actors.WithGlobalLimit(1), actors.WithQueue(1))
+	register(t, rt, "a1", "a2", "a3")
+	started := make(chan *ran, 4)
+	first := &ran{fake: newFake(), owner: "a1"}
+	start(t, rt, queuedSpec(first, started))
+	<-started
+	for _, o := range []messages.AgentID{"a2", "a3", "a1"} {
+		start(t, rt, queuedSpec(&ran{fake: newFake(), owner: o}, started))
+	}
+	first.Finish(messages.Outcome{Status: messages.Completed})
+	var got []messages.AgentID
+	for range 3 {
+		f := <-started
+		got = append(got, f.owner)
+		f.Finish(messages.Outcome{Status: messages.Completed})
+	}
+	assert.Equal(t, []messages.AgentID{"a2", "a3", "a1"}, got)
+}
