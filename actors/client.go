@@ -32,6 +32,12 @@ type Agents struct{ rt *Runtime }
 // is never called. ctx governs only the start: cancelling it after Start returned never
 // touches the task.
 //
+// With WithQueue, a start that finds its owner at its cap (or the runtime at its
+// WithGlobalLimit) and room in the owner's queue is recorded queued instead: Start
+// returns its id at once and s.Run is called later, by the runtime on a goroutine of
+// its own, when the task gets a slot (see queue.go); a Run error then settles the task
+// failed.
+//
 // A Spec with a Key is idempotent: when the key names a task of the same owner that
 // is live or still retained, Start calls no Run and returns that task's id with an
 // error wrapping messages.ErrDuplicate (see messages.Spec.Key). The key is checked
