@@ -9,7 +9,11 @@ FLAKE_COUNT ?= 20
 FLAKE_CPU ?= 1,2,4
 FLAKE_PKGS ?= $(PKGS)
 
-.PHONY: help run test race flake bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page
+.PHONY: help run test race flake bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page adapters
+
+# The provider adapters are nested modules (their own go.mod), so that the core
+# module never requires a provider SDK; ./... does not reach them.
+ADAPTERS := $(patsubst %/go.mod,%,$(wildcard tools/adapters/*/go.mod))
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -28,8 +32,15 @@ mcp-transcript: ## a real stdio session with the built MCP server, as JSON-RPC l
 live-page: ## retake docs/mcp.md's screenshot of the live page (needs Chromium)
 	$(GO) test -count=1 -run 'TestPageInBrowser$$' ./tools/mcpserver -screenshot $(CURDIR)/docs/live-page.png
 
-test: lint ## vet, gofmt check, and the race-enabled test suite (TESTFLAGS adds go test flags)
+test: lint ## vet, gofmt check, and the race-enabled test suite (TESTFLAGS adds go test flags), then the adapters
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
+	$(MAKE) adapters
+
+adapters: ## each provider adapter module (tools/adapters/*): download, tidy check, vet, race-enabled tests
+	@set -e; for m in $(ADAPTERS); do \
+		echo "== $$m"; \
+		(cd $$m && $(GO) mod download && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -count=1 ./...); \
+	done
 
 race: ## the test suite under the race detector (same as test, without lint)
 	$(GO) test -race -count=1 $(PKGS)
@@ -44,7 +55,7 @@ stress: ## randomized stress with invariant checks, and 10,000 model-based seque
 	$(GO) run ./bench/cmd/taskrt-stress -duration $(STRESS_DURATION)
 	$(GO) test -run TestModelBased -count=1 -v ./actors -rapid.checks=10000
 
-killstorm: ## bash containment: /bin/true per mode (0 and 2,000 idle processes) and 2,000 tasks disposed at once, both modes
+killstorm: ## bash containment: /bin/true per mode (0 and 2,000 idle processes elsewhere, 2,000 idle host children) and 2,000 tasks disposed at once, both modes
 	$(GO) run ./bench/cmd/taskrt-killstorm -true
 
 soak: ## mixed load; fails if heap, goroutines, fds or processes grow after warm-up

@@ -15,44 +15,36 @@ import (
 // cleanupDone, and a registration made from inside a running cleanup arrives as a
 // message before that cleanup's cleanupDone (the cleanup waits for the reply).
 //
-// Its life, in phases (advance is the only place the phase changes):
+// It has no phase of its own: the registry owns the agent's disposal
+// (registry_agents.go) and sends it commands, each carried out and reported once:
 //
-//	open ──beginDispose──▶ draining ──no cleanup left──▶ tearingDown ──every task settled──▶ quiesced
-//	                       (one cleanup at a time,       (teardown sent to every            (agentQuiesced
-//	                        mid-drain registrations       task child; each answers           sent to the
-//	                        join the queue)               teardownDone once settled,         registry)
-//	                                                      or stops)
-//	quiesced ──stopAgent──▶ stopping ──last task actor stopped──▶ (stopped; the registry sees Terminated)
+//	runCleanups    run the cleanups one at a time, registrations made from inside one
+//	               joining the queue (a drain); report cleanupsRan
+//	tearDownTasks  send teardown to every task child; report tasksSettled once each
+//	               answered teardownDone or stopped
+//	stopAgent      stop once every task actor has stopped (the registry has dropped
+//	               the records and poisoned them, so every request routed to them
+//	               before is answered first)
 //
-// The registry sends beginDispose once no start for this owner is in flight, and
-// stopAgent once it has dropped the agent's records and poisoned its task actors (so
-// every request it routed to them before is answered first).
+// A command sent again after a fault (agentFailed) is carried out again where that
+// is harmless and ignored where it is not.
 type agent struct {
 	rt     *Runtime
 	id     messages.AgentID
-	phase  agentActorPhase
 	reason string // the teardown reason: "owner disposed" or "runtime closed"
 
 	cleanups   []*cleanupEntry // registration order; ran entries are removed
 	nextHandle uint64
-	running    *cleanupEntry // the cleanup in flight (draining only)
-	drainToken uint64        // marks the contexts of this agent's drain
+	drain      uint64        // the drain runCleanups began, 0 when none runs: marks its cleanups' contexts
+	running    *cleanupEntry // the cleanup in flight (during a drain only)
 	// awaiting holds the task children torn down that have neither answered
-	// teardownDone nor stopped (tearingDown only). A child may stop without answering:
-	// retention evicts settled tasks by poisoning their actors, and a teardown that
-	// lands in a mailbox behind the poison pill is dropped unanswered.
+	// teardownDone nor stopped: nil until tearDownTasks, empty once tasksSettled was
+	// reported. A child may stop without answering: retention evicts settled tasks by
+	// poisoning their actors, and a teardown that lands in a mailbox behind the poison
+	// pill is dropped unanswered.
 	awaiting map[string]struct{}
+	stopping bool // stopAgent arrived: stop once no task actor is left
 }
-
-type agentActorPhase int
-
-const (
-	agentActorOpen        agentActorPhase = iota // accepting cleanups
-	agentActorDraining                           // running cleanups; only mid-drain registrations accepted
-	agentActorTearingDown                        // cancelling and awaiting every task child
-	agentActorQuiesced                           // told the registry; waiting for stopAgent
-	agentActorStopping                           // stopping once every task actor has stopped
-)
 
 type cleanupEntry struct {
 	handle uint64
@@ -79,16 +71,13 @@ func (a *agent) Receive(ctx actor.Context) {
 // task's teardownDone), and with it the event the disposal waits for. The actor is
 // not restarted (its children are its tasks). Instead a requester is answered with
 // the fault, the fault goes to the registry (which returns it from Dispose and sends
-// its current command again: beginDispose or stopAgent), and the agent redoes the
-// step of its phase that waits for an event, so that the disposal still ends:
+// its current command again: a lost command is carried out then), and the agent
+// redoes what the lost event would have done, so that the disposal still ends:
 //
-//	open         nothing waits yet: carry on
-//	draining     the cleanup in flight is given up (its end may have been the lost
-//	             message); the rest still run, then the tasks are torn down
-//	tearingDown  every task not yet accounted for is asked again (a settled task
-//	             answers at once); one that stopped meanwhile counts as done
-//	quiesced     agentQuiesced is sent again (the registry takes it once)
-//	stopping     stop if no task actor is left
+//	cleanupDone                the cleanup is over: the drain goes on with the next
+//	teardownDone, Terminated   every task not yet accounted for is asked again (a
+//	                           settled task answers at once; one that stopped counts
+//	                           as done), and a stopping agent stops if none is left
 //
 // A panic while doing that is logged and goes no further.
 func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
@@ -97,28 +86,15 @@ func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
 	}
 	tellRegistry(ctx, a.rt, &agentFailed{id: a.id, err: pe})
 	err := messages.Contain("agent actor recovery", func() error {
-		switch a.phase {
-		case agentActorDraining:
+		switch ctx.Message().(type) {
+		case *cleanupDone:
 			a.running = nil
-			a.advance(ctx, agentActorDraining)
-		case agentActorTearingDown:
-			live := map[string]bool{}
-			for _, c := range ctx.Children() {
-				if _, ok := a.awaiting[c.Id]; ok {
-					live[c.Id] = true
-					requestTask(ctx, c, &teardown{reason: a.reason})
-				}
+			a.runNext(ctx)
+		case *teardownDone, *actor.Terminated:
+			if len(a.awaiting) > 0 {
+				a.tearDown(ctx)
 			}
-			for id := range a.awaiting {
-				if !live[id] {
-					delete(a.awaiting, id)
-				}
-			}
-			a.advance(ctx, agentActorTearingDown)
-		case agentActorQuiesced:
-			tellRegistry(ctx, a.rt, &agentQuiesced{id: a.id})
-		case agentActorStopping:
-			a.advance(ctx, agentActorStopping)
+			a.stopIfEmpty(ctx)
 		}
 		return nil
 	})
@@ -149,80 +125,103 @@ func (a *agent) receive(ctx actor.Context) {
 				break
 			}
 		}
-	case *beginDispose:
-		if a.phase != agentActorOpen {
-			return // sent again after a fault (agentFailed)
+	case *runCleanups:
+		if m.drain == a.drain {
+			return // sent again while this drain runs
 		}
-		a.reason = m.reason
-		a.drainToken = a.rt.nextToken.Add(1)
-		a.advance(ctx, agentActorDraining)
+		a.reason, a.drain = m.reason, m.drain
+		a.runNext(ctx)
 	case *cleanupDone:
 		if m.err != nil {
 			a.rt.log.Error("taskrt: cleanup failed", "agent", a.id, "err", m.err)
 		}
 		a.running = nil
-		a.advance(ctx, agentActorDraining)
-	case *teardownDone:
-		delete(a.awaiting, m.pid.Id)
-		a.advance(ctx, agentActorTearingDown)
-	case *stopAgent:
-		a.advance(ctx, agentActorQuiesced)
-	case *actor.Terminated:
-		if _, ok := a.awaiting[m.Who.Id]; ok {
-			delete(a.awaiting, m.Who.Id)
-			a.advance(ctx, agentActorTearingDown)
-			return
+		a.runNext(ctx)
+	case *tearDownTasks:
+		if a.awaiting != nil {
+			return // sent again: the teardown began (fail asks the tasks again)
 		}
-		a.advance(ctx, agentActorStopping)
+		a.reason = m.reason
+		a.awaiting = map[string]struct{}{}
+		for _, c := range ctx.Children() {
+			a.awaiting[c.Id] = struct{}{}
+		}
+		a.tearDown(ctx)
+	case *teardownDone:
+		a.accountedFor(ctx, m.pid.Id)
+	case *stopAgent:
+		a.stopping = true
+		a.stopIfEmpty(ctx)
+	case *actor.Terminated:
+		a.accountedFor(ctx, m.Who.Id)
+		a.stopIfEmpty(ctx)
 	case *actor.Stopped:
 		a.rt.nActors.Add(-1)
 	}
 }
 
-// advance moves the agent as far as its facts allow, starting from phase from (the
-// phase an event belongs to; an event for another phase changes nothing). It is the
-// only place a.phase changes.
-func (a *agent) advance(ctx actor.Context, from agentActorPhase) {
-	switch {
-	case from == agentActorDraining && (a.phase == agentActorOpen || a.phase == agentActorDraining):
-		a.phase = agentActorDraining
-		if a.running != nil {
-			return // one cleanup at a time
-		}
-		if len(a.cleanups) > 0 {
-			a.runCleanup(ctx)
-			return
-		}
-		// Rule: cleanups run before the tasks are torn down (a cleanup may still use
-		// them); then every task child is cancelled with the disposal's reason.
-		a.phase = agentActorTearingDown
-		a.awaiting = map[string]struct{}{}
-		for _, c := range ctx.Children() {
-			a.awaiting[c.Id] = struct{}{}
+// runNext runs the drain's next cleanup, one at a time, or reports the drain done
+// (cleanupsRan) when none is left. Rule: cleanups run before the tasks are torn
+// down (a cleanup may still use them); the registry sends tearDownTasks only after
+// cleanupsRan.
+func (a *agent) runNext(ctx actor.Context) {
+	if a.drain == 0 || a.running != nil {
+		return
+	}
+	if len(a.cleanups) > 0 {
+		a.runCleanup(ctx)
+		return
+	}
+	a.drain = 0
+	tellRegistry(ctx, a.rt, &cleanupsRan{id: a.id})
+}
+
+// tearDown cancels every task child still awaited with the disposal's reason (again,
+// after a fault: a settled task answers at once), forgets those that have stopped,
+// and reports tasksSettled if none is left.
+func (a *agent) tearDown(ctx actor.Context) {
+	live := map[string]bool{}
+	for _, c := range ctx.Children() {
+		if _, ok := a.awaiting[c.Id]; ok {
+			live[c.Id] = true
 			requestTask(ctx, c, &teardown{reason: a.reason})
 		}
-		fallthrough
-	case from == agentActorTearingDown && a.phase == agentActorTearingDown:
-		if len(a.awaiting) > 0 {
-			return
+	}
+	for id := range a.awaiting {
+		if !live[id] {
+			delete(a.awaiting, id)
 		}
-		a.phase = agentActorQuiesced
-		tellRegistry(ctx, a.rt, &agentQuiesced{id: a.id})
-	case from == agentActorQuiesced && a.phase == agentActorQuiesced: // stopAgent
-		a.phase = agentActorStopping
-		fallthrough
-	case from == agentActorStopping && a.phase == agentActorStopping: // a task actor stopped
-		if len(ctx.Children()) == 0 {
-			ctx.Stop(ctx.Self())
-		}
+	}
+	if len(a.awaiting) == 0 {
+		tellRegistry(ctx, a.rt, &tasksSettled{id: a.id})
 	}
 }
 
+// accountedFor takes a torn-down task off the awaited ones (it answered teardownDone,
+// or stopped) and reports tasksSettled when it was the last.
+func (a *agent) accountedFor(ctx actor.Context, child string) {
+	if _, ok := a.awaiting[child]; !ok {
+		return
+	}
+	delete(a.awaiting, child)
+	if len(a.awaiting) == 0 {
+		tellRegistry(ctx, a.rt, &tasksSettled{id: a.id})
+	}
+}
+
+// stopIfEmpty stops the agent, once stopAgent arrived, when no task actor is left.
+func (a *agent) stopIfEmpty(ctx actor.Context) {
+	if a.stopping && len(ctx.Children()) == 0 {
+		ctx.Stop(ctx.Self())
+	}
+}
+
+// addCleanup accepts a registration the registry let through: while the agent is
+// open (no drain has begun: m.drain 0), or made from inside the running drain
+// (m.drain is its mark). A registration that arrives after its drain reported
+// cleanupsRan is refused: nothing would run it.
 func (a *agent) addCleanup(m *addCleanup) *addCleanupReply {
-	switch {
-	case a.phase == agentActorOpen,
-		a.phase == agentActorDraining && m.drain != 0 && m.drain == a.drainToken:
-	default:
+	if m.drain != a.drain || (m.drain == 0 && a.reason != "") {
 		return &addCleanupReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, a.id)}
 	}
 	a.nextHandle++
@@ -237,7 +236,7 @@ func (a *agent) runCleanup(ctx actor.Context) {
 	c := a.cleanups[0]
 	a.cleanups = a.cleanups[1:]
 	a.running = c
-	cctx := context.WithValue(a.rt.abort, drainKey{}, drainMark{agent: a.id, token: a.drainToken})
+	cctx := context.WithValue(a.rt.abort, drainKey{}, drainMark{agent: a.id, token: a.drain})
 	self, rt := ctx.Self(), a.rt
 	rt.goSafe("cleanup", func() {
 		err := messages.Contain("cleanup", func() error { return c.fn(cctx) })

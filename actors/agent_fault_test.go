@@ -25,9 +25,10 @@ func TestAgentPanicMidDisposalIsReportedAndDisposeReturns(t *testing.T) {
 		nth      int32  // which one of them (1: the first)
 		midDrain bool   // the cleanup registered from inside the drain still runs
 	}{
-		{"a lost beginDispose is sent again", "*actors.beginDispose", 1, true},
+		{"a lost runCleanups is sent again", "*actors.runCleanups", 1, true},
 		{"a lost cleanup end gives up that cleanup, the rest still run", "*actors.cleanupDone", 1, true},
 		{"a mid-drain registration that panics is answered with the fault", "*actors.addCleanup", 2, false},
+		{"a lost tearDownTasks is sent again", "*actors.tearDownTasks", 1, true},
 		{"a lost teardownDone asks the task again", "*actors.teardownDone", 1, true},
 		{"a lost stopAgent is sent again", "*actors.stopAgent", 1, true},
 	} {
@@ -43,14 +44,13 @@ func TestAgentPanicMidDisposalIsReportedAndDisposeReturns(t *testing.T) {
 			register(t, rt, "a1")
 			f := newFake()
 			start(t, rt, f.spec("bash", "a1", true))
-			first, second := make(chan struct{}), make(chan struct{})
-			var registerErr error
+			registered, second := make(chan error, 1), make(chan struct{})
 			_, err := rt.Agents().OnCleanup(bg, "a1", func(ctx context.Context) error {
-				close(first)
-				_, registerErr = rt.Agents().OnCleanup(ctx, "a1", func(context.Context) error {
+				_, err := rt.Agents().OnCleanup(ctx, "a1", func(context.Context) error {
 					close(second)
 					return nil
 				})
+				registered <- err
 				return nil
 			})
 			require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestAgentPanicMidDisposalIsReportedAndDisposeReturns(t *testing.T) {
 			assert.Equal(t, "agent bug", pe.Value)
 			assert.True(t, fired.Load())
 
-			<-first
+			registerErr := <-registered // the first cleanup ran
 			assert.Equal(t, "owner disposed", <-f.Cancels, "the task was torn down")
 			if tc.midDrain {
 				require.NoError(t, registerErr)

@@ -273,15 +273,15 @@ func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messag
 	return rep.Result, rep.Err
 }
 
-// Peek is an observer read: up to max raw bytes of a stream task's output from byte
+// Peek is an observer read: up to maxBytes raw bytes of a stream task's output from byte
 // offset off on, without moving the consuming cursor the model reads with — a UI can
 // tail a task without stealing its output. The result says where the next read
 // starts and how many bytes from off on are no longer held (outside the head and
-// tail the producer keeps, or dropped). max <= 0 means 64 KiB; at most 1 MiB is
+// tail the producer keeps, or dropped). maxBytes <= 0 means 64 KiB; at most 1 MiB is
 // returned. Tasks without an output stream fail with ErrNoOutputStream; a tombstone
 // returns no bytes and its snapshot. The owner fence applies as to every call.
-func (t *Tasks) Peek(ctx context.Context, id messages.TaskID, caller messages.AgentID, off int64, max int) (messages.PeekResult, error) {
-	m, err := t.rt.ask(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: max})
+func (t *Tasks) Peek(ctx context.Context, id messages.TaskID, caller messages.AgentID, off int64, maxBytes int) (messages.PeekResult, error) {
+	m, err := t.rt.ask(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: maxBytes})
 	if err != nil {
 		return messages.PeekResult{}, taskErr(id, err)
 	}
@@ -315,14 +315,14 @@ func waitResult(id messages.TaskID, m any) (messages.Snapshot, error) {
 	}
 }
 
-// OnDone subscribes a listener to every task settlement, in settlement order. Each
+// OnDone adds a listener of every task settlement, in settlement order. Each
 // listener has its own actor, whose mailbox is its queue, so a slow or panicking
 // listener (the panic is logged) harms neither the registry nor other listeners. The
-// returned function unsubscribes: no call starts after it returns, and it waits for a
+// returned function removes it: no call starts after it returns, and it waits for a
 // call in progress unless it is called from inside that call. Listeners are silent
 // from the moment Close begins.
-func (t *Tasks) OnDone(fn func(messages.Snapshot)) (unsubscribe func()) {
-	return t.rt.subscribe(fn)
+func (t *Tasks) OnDone(fn func(messages.Snapshot)) (remove func()) {
+	return t.rt.addListener(fn)
 }
 
 // AttachSurface attaches a named control surface: while none is attached, Start fails
@@ -365,7 +365,7 @@ func (t *Tasks) Notify(ctx context.Context, id messages.TaskID, text string) (bo
 	if !r.live || r.injector == nil {
 		return false, nil
 	}
-	if err := inject(ctx, r.injector, text); err != nil {
+	if err := inject(messages.WithNoticeTask(ctx, id), r.injector, text); err != nil {
 		return false, err
 	}
 	t.rt.metrics.notice("delivered")

@@ -8,7 +8,7 @@
 //	├── agent actor "a1"        one per registered owning agent
 //	│   └── task actor bash-1   one per background task owned by a1
 //	├── task actor bash-7       unowned task: child of the registry, dies with the runtime
-//	└── listener actor          one per OnDone subscription; its mailbox is its queue
+//	└── listener actor          one per OnDone listener; its mailbox is its queue
 //
 // Every caller operation goes to the registry, which checks the owner fence and
 // answers from its index (Get, List) or forwards the request to the task actor,
@@ -20,10 +20,13 @@
 // The runtime, each agent and each task have an explicit phase and one function that
 // changes it; each file draws its machine:
 //
-//	runtime (registry.go)   open → closing → stopping → stopped
-//	agent, registry's view  open → awaitingStarts → draining → awaitingChildren → stopping → gone
-//	agent actor (agent.go)  open → draining (cleanups) → tearingDown (tasks) → quiesced → stopping
-//	task actor (task.go)    running → stopping → settled → released
+//	runtime (registry.go)          open → closing → stopping → stopped
+//	agent (registry_agents.go)     open → awaitingStarts → cleaning → tearingDown → awaitingChildren → stopping → gone
+//	task actor (task.go)           running → stopping → settled (then stopped: Release runs)
+//
+// An agent's phase is the registry's; the agent actor (agent.go) carries out the
+// command each phase sends on entry — runCleanups, tearDownTasks, stopAgent — and
+// reports when it is done (cleanupsRan, tasksSettled, its Terminated).
 //
 // The guarantee the tree exists for: disposing an agent returns only after its
 // cleanups ran and every task it owns has settled (transitively, through child

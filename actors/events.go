@@ -98,7 +98,7 @@ func (r *registry) publish(ev messages.Event) {
 	}
 	ev.Time = time.Now()
 	for s := range r.subscribers {
-		if s.owner != "" && (ev.Agent == "" || !r.inScope(s.owner, ev.Agent)) {
+		if s.owner != "" && (ev.Agent == "" || !r.descends(ev.Agent, s.owner)) {
 			continue
 		}
 		if s.missed > 0 {
@@ -116,21 +116,6 @@ func (r *registry) publish(ev messages.Event) {
 			s.missed++
 		}
 	}
-}
-
-// inScope reports whether agent is scope or one of its descendants.
-func (r *registry) inScope(scope, agent messages.AgentID) bool {
-	for a := agent; a != ""; {
-		if a == scope {
-			return true
-		}
-		e, ok := r.agents[a]
-		if !ok {
-			return false
-		}
-		a = e.parent
-	}
-	return false
 }
 
 func (r *registry) closeSubscribers() {

@@ -9,22 +9,22 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// listener is one OnDone subscription. Each subscription is an actor, a child of the
+// listener is one OnDone listener. Each listener has an actor, a child of the
 // registry: the registry sends it every settlement, its mailbox is the listener's
 // queue (unbounded, so a slow listener delays only itself), and its Receive calls the
 // listener, one settlement at a time, in settlement order. A panic is contained and
-// logged; the subscription stays.
+// logged; the listener stays.
 //
 // A listener actor is the one kind of actor in the runtime that may block: it runs
 // the embedder's code, and nothing in the runtime ever waits for it except
-// unsubscribe and Close. Listener actors are not counted in Stats.Actors, which
+// remove and Close. Listener actors are not counted in Stats.Actors, which
 // counts the actors of the task tree (registry, agents, tasks).
 type listener struct {
 	rt *Runtime
 	fn func(messages.Snapshot)
 
-	// unsubscribed is set by unsubscribe: no call starts once it is set.
-	unsubscribed atomic.Bool
+	// removed is set by remove: no call starts once it is set.
+	removed atomic.Bool
 	// callThread is the OS thread of the call in progress (0: none; -1: a call on a
 	// platform without thread ids). A call runs with its goroutine locked to its
 	// thread, so a goroutine that finds its own thread id here is that call: no other
@@ -42,8 +42,8 @@ func newListenerProps(rt *Runtime, l *listener) *actor.Props {
 func (l *listener) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *settlement:
-		// Silent once unsubscribed, and from the moment Close begins.
-		if l.unsubscribed.Load() || l.rt.closing.Load() {
+		// Silent once removed, and from the moment Close begins.
+		if l.removed.Load() || l.rt.closing.Load() {
 			return
 		}
 		l.call(m.snap)
@@ -67,8 +67,8 @@ func (l *listener) call(snap messages.Snapshot) {
 }
 
 // insideCall reports whether the calling goroutine is this listener's call in
-// progress (a listener unsubscribing itself). Without thread ids, any call in
-// progress counts: unsubscribe then returns without waiting rather than risk waiting
+// progress (a listener removing itself). Without thread ids, any call in
+// progress counts: remove then returns without waiting rather than risk waiting
 // for itself.
 func (l *listener) insideCall() bool {
 	switch cur := l.callThread.Load(); cur {
@@ -81,24 +81,24 @@ func (l *listener) insideCall() bool {
 	}
 }
 
-// subscribe adds a listener actor and returns its unsubscribe function. Once the
-// runtime is closing, the listener is never called and unsubscribe does nothing.
-func (rt *Runtime) subscribe(fn func(messages.Snapshot)) func() {
+// addListener adds a listener actor and returns its remove function. Once the
+// runtime is closing, the listener is never called and remove does nothing.
+func (rt *Runtime) addListener(fn func(messages.Snapshot)) func() {
 	l := &listener{rt: rt, fn: fn, stopped: make(chan struct{})}
-	m, err := rt.call(rt.abort, &subscribe{l: l})
-	if err != nil || m.(*subscribeReply).pid == nil {
+	m, err := rt.call(rt.abort, &addListener{l: l})
+	if err != nil || m.(*addListenerReply).pid == nil {
 		return func() {}
 	}
-	pid := m.(*subscribeReply).pid
+	pid := m.(*addListenerReply).pid
 	return func() {
-		if l.unsubscribed.Swap(true) {
+		if l.removed.Swap(true) {
 			return
 		}
 		if !rt.closed.Load() {
-			tellRegistry(rt.system.Root, rt, &unsubscribe{pid: pid})
+			tellRegistry(rt.system.Root, rt, &dropListener{pid: pid})
 		}
 		// Wait for a call in progress to return, so that no listener code runs after
-		// unsubscribe returned — unless this is that call unsubscribing itself.
+		// remove returned — unless this is that call removing itself.
 		if !l.insideCall() {
 			select {
 			case <-l.stopped:

@@ -27,8 +27,9 @@ import (
 //	taskrt.tasks.tombstones     gauge      tombstones held
 //	taskrt.agents.live          gauge      registered agents
 //
-// Without WithMeterProvider nothing is recorded (no call into OpenTelemetry at all).
-// With one, recording costs the SDK's own atomic adds: the attribute sets are built
+// Without WithMeterProvider nothing is recorded: the instruments come from
+// OpenTelemetry's no-op provider, created once with the runtime, and no measurement
+// reaches them (each recording returns at once). With one, recording costs the SDK's own atomic adds: the attribute sets are built
 // once per kind and status and reused; the gauges are read from the same counters
 // Stats reads, when the meter provider collects.
 const meterName = "github.com/taskrt/taskrt/actors"

@@ -425,10 +425,10 @@ func TestModelBased(t *testing.T) {
 		tombs := rapid.SampledFrom([]int{0, 1, 3, actors.DefaultTombstones}).Draw(t, "tombstones")
 		opts := []actors.Option{actors.WithoutOwnerLimit(), actors.WithRetention(keep), actors.WithTombstones(tombs)}
 		if keep == 0 {
-			opts = append(opts, actors.WithoutRetention())
+			opts = append(opts, actors.WithNoRetention())
 		}
 		if tombs == 0 {
-			opts = append(opts, actors.WithoutTombstones())
+			opts = append(opts, actors.WithNoTombstones())
 		}
 		rt, err := actors.NewRuntime(opts...)
 		if err != nil {

@@ -19,7 +19,10 @@ const (
 )
 
 // Option configures a Runtime. Options follow one rule: a zero or negative value
-// keeps the default; "none" has an option of its own (WithoutOwnerLimit).
+// keeps the default; "none" has an option of its own, named for what it means:
+// Without… turns a limit or a feature off (WithoutOwnerLimit: no cap;
+// WithoutAncestorAccess), WithNo… keeps none of what the option counts
+// (WithNoRetention, WithNoTombstones).
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -114,7 +117,7 @@ func WithSettleTimeout(d time.Duration) Option {
 // settles, the oldest settled record beyond n is evicted — its output is dropped, the
 // producer's Release runs, its actor stops — and leaves a tombstone (see
 // WithTombstones). Running and stopping tasks are never evicted. Default
-// DefaultRetention; n <= 0 keeps the default. WithoutRetention keeps none.
+// DefaultRetention; n <= 0 keeps the default. WithNoRetention keeps none.
 func WithRetention(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
@@ -123,15 +126,22 @@ func WithRetention(n int) Option {
 	})
 }
 
-// WithoutRetention evicts every task as it settles: only tombstones remain.
-func WithoutRetention() Option {
+// WithNoRetention keeps no settled record: every task is evicted as it settles, and
+// only its tombstone remains.
+func WithNoRetention() Option {
 	return optionFunc(func(c *config) { c.retention = 0 })
 }
+
+// WithoutRetention is the old name of WithNoRetention.
+//
+// Deprecated: use WithNoRetention. Without… turns a limit or a feature off
+// (WithoutOwnerLimit, WithoutAncestorAccess); WithNo… keeps none.
+func WithoutRetention() Option { return WithNoRetention() }
 
 // WithTombstones sets how many evicted tasks per owner (and for the unowned tasks)
 // are still answered from a tombstone — their final snapshot, with Evicted set.
 // Past the bound the oldest tombstone is forgotten and its id reads as not found.
-// Default DefaultTombstones; n <= 0 keeps the default. WithoutTombstones keeps none.
+// Default DefaultTombstones; n <= 0 keeps the default. WithNoTombstones keeps none.
 func WithTombstones(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
@@ -140,10 +150,16 @@ func WithTombstones(n int) Option {
 	})
 }
 
-// WithoutTombstones forgets an evicted task at once: its id reads as not found.
-func WithoutTombstones() Option {
+// WithNoTombstones keeps no tombstone: an evicted task is forgotten at once, and its
+// id reads as not found.
+func WithNoTombstones() Option {
 	return optionFunc(func(c *config) { c.tombstones = 0 })
 }
+
+// WithoutTombstones is the old name of WithNoTombstones.
+//
+// Deprecated: use WithNoTombstones.
+func WithoutTombstones() Option { return WithNoTombstones() }
 
 // WithoutAncestorAccess keeps every owned task to its owner alone. By default an
 // agent registered WithParent is visible to its ancestors: they list, get, read,

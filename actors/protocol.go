@@ -50,6 +50,18 @@ func tellListener(c actor.SenderContext, listener *actor.PID, m listenerMsg) { c
 
 func tellSetWaiter(c actor.SenderContext, waiter *actor.PID, m setWaiterMsg) { c.Send(waiter, m) }
 
+// tellTeardownDone answers a teardown's requester, the registry or an agent actor
+// (teardownDone is in both sets).
+func tellTeardownDone(c actor.SenderContext, requester *actor.PID, m *teardownDone) {
+	c.Send(requester, m)
+}
+
+// requestRegistry sends the registry one of its internal requests from outside any
+// actor, naming replyTo as the sender to answer.
+func requestRegistry(rt *Runtime, m registryMsg, replyTo *actor.PID) {
+	rt.system.Root.RequestWithCustomSender(rt.registry, m, replyTo)
+}
+
 // ---- sent by the typed client to the registry ----
 
 // reserveStart is a start's preflight (client → registry). On success the registry
@@ -146,13 +158,13 @@ type agentReply struct {
 // notifyTask claims a settled task's one completion notice. Reply: *agentReply.
 type notifyTask struct{ id messages.TaskID }
 
-// subscribe spawns a listener actor for an OnDone listener. Reply: *subscribeReply.
-type subscribe struct{ l *listener }
+// addListener spawns a listener actor for an OnDone listener. Reply: *addListenerReply.
+type addListener struct{ l *listener }
 
-type subscribeReply struct{ pid *actor.PID }
+type addListenerReply struct{ pid *actor.PID }
 
-// unsubscribe stops a listener actor. No reply.
-type unsubscribe struct{ pid *actor.PID }
+// dropListener stops a listener actor (the listener was removed). No reply.
+type dropListener struct{ pid *actor.PID }
 
 // closeRuntime closes the runtime. Reply: *errReply, from the stopped registry.
 type closeRuntime struct{}
@@ -199,9 +211,12 @@ type agentFailed struct {
 	err *messages.PanicError
 }
 
-// agentQuiesced: a disposing agent actor drained its cleanups and every task it owns
-// has settled.
-type agentQuiesced struct{ id messages.AgentID }
+// cleanupsRan: a disposing agent actor ran its cleanups (runCleanups is done).
+type cleanupsRan struct{ id messages.AgentID }
+
+// tasksSettled: a disposing agent actor's tasks have all settled (tearDownTasks is
+// done).
+type tasksSettled struct{ id messages.AgentID }
 
 // startsOverdue: starts in flight held a teardown longer than the settle timeout.
 type startsOverdue struct{ owner messages.AgentID }
@@ -217,8 +232,16 @@ type spawnTask struct {
 	starter *actor.PID
 }
 
-// beginDispose: drain the cleanups, then tear down the tasks (registry → agent).
-type beginDispose struct{ reason string }
+// runCleanups: run the agent's cleanups, those registered from inside them included;
+// answer cleanupsRan (registry → agent). drain marks the cleanups' contexts.
+type runCleanups struct {
+	reason string
+	drain  uint64
+}
+
+// tearDownTasks: tear down every task of the agent; answer tasksSettled (registry →
+// agent).
+type tearDownTasks struct{ reason string }
 
 // cleanupDone: a cleanup returned (drain goroutine → agent).
 type cleanupDone struct {
@@ -227,7 +250,8 @@ type cleanupDone struct {
 }
 
 // stopAgent: the registry dropped the agent's records and poisoned its task actors;
-// stop once they are gone (registry → agent).
+// stop once they are gone (registry → agent). No answer: the registry sees
+// Terminated.
 type stopAgent struct{}
 
 // ---- task actor ----
@@ -249,10 +273,12 @@ type outcomeMsg struct {
 
 // cancelResult: a Cancel call returned (cancel goroutine → task).
 type cancelResult struct {
-	err      error
-	teardown bool
-	sender   *actor.PID // the KillTask requester; nil for teardown
+	err    error
+	sender *actor.PID // the KillTask requester; nil for a teardown (a request without a sender never reaches a task)
 }
+
+// teardown reports whether the Cancel was a teardown's rather than a kill's.
+func (r *cancelResult) teardown() bool { return r.sender == nil }
 
 // settleTimeout: a torn-down task's settle timer fired.
 type settleTimeout struct{}
@@ -339,19 +365,21 @@ func (*removeCleanup) isRegistryMsg() {}
 func (*disposeAgent) isRegistryMsg()  {}
 func (*lookupAgent) isRegistryMsg()   {}
 func (*notifyTask) isRegistryMsg()    {}
-func (*subscribe) isRegistryMsg()     {}
-func (*unsubscribe) isRegistryMsg()   {}
+func (*addListener) isRegistryMsg()   {}
+func (*dropListener) isRegistryMsg()  {}
 func (*closeRuntime) isRegistryMsg()  {}
 func (*taskSpawned) isRegistryMsg()   {}
 func (*taskChanged) isRegistryMsg()   {}
 func (*taskSettled) isRegistryMsg()   {}
-func (*agentQuiesced) isRegistryMsg() {}
+func (*cleanupsRan) isRegistryMsg()   {}
+func (*tasksSettled) isRegistryMsg()  {}
 func (*startsOverdue) isRegistryMsg() {}
 func (*teardownDone) isRegistryMsg()  {}
 func (*spawnTask) isAgentMsg()        {}
 func (*addCleanup) isAgentMsg()       {}
 func (*removeCleanup) isAgentMsg()    {}
-func (*beginDispose) isAgentMsg()     {}
+func (*runCleanups) isAgentMsg()      {}
+func (*tearDownTasks) isAgentMsg()    {}
 func (*cleanupDone) isAgentMsg()      {}
 func (*teardownDone) isAgentMsg()     {}
 func (*stopAgent) isAgentMsg()        {}

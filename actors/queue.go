@@ -331,7 +331,7 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 	t.watchDone()
 	for _, k := range q.kills {
 		t.kills = append(t.kills, k.sender)
-		t.cancelAsync(k.reason, false, k.sender)
+		t.cancelAsync(k.reason, k.sender)
 	}
 	q.kills = nil
 	if q.teardown != "" {

@@ -93,7 +93,8 @@ func (e *taskEntry) report() { e.snap.Reported = true }
 const (
 	agentOpen             agentPhase = iota // accepting starts, cleanups and notices
 	agentAwaitingStarts                     // disposing: starts in flight must commit or abort first
-	agentDraining                           // the agent actor runs cleanups, then tears its tasks down
+	agentCleaning                           // the agent actor runs its cleanups (runCleanups)
+	agentTearingDown                        // the agent actor tears its tasks down (tearDownTasks)
 	agentAwaitingChildren                   // its tasks settled; its child agents are still disposing
 	agentStopping                           // records dropped, task actors poisoned, actor stopping
 )
@@ -126,10 +127,22 @@ func (r *registry) visible(owner, caller messages.AgentID) bool {
 	if caller == "" || !r.rt.cfg.ancestors {
 		return false
 	}
-	for a, ok := r.agents[owner]; ok && a.parent != ""; a, ok = r.agents[a.parent] {
-		if a.parent == caller {
+	return r.descends(owner, caller)
+}
+
+// descends reports whether agent is ancestor or one of its descendants (agents
+// registered WithParent below it), walking agent's parents. The owner fence (visible)
+// and event scopes (publish) both ask it.
+func (r *registry) descends(agent, ancestor messages.AgentID) bool {
+	for a := agent; a != ""; {
+		if a == ancestor {
 			return true
 		}
+		e, ok := r.agents[a]
+		if !ok {
+			return false
+		}
+		a = e.parent
 	}
 	return false
 }
@@ -283,15 +296,15 @@ func (r *registry) receive(ctx actor.Context) {
 		ctx.Respond(&attachReply{handle: r.nextSurface})
 	case *detachSurface:
 		delete(r.surfaces, m.handle)
-	case *subscribe:
+	case *addListener:
 		if r.phase != runtimeOpen {
-			ctx.Respond(&subscribeReply{})
+			ctx.Respond(&addListenerReply{})
 			return
 		}
 		pid := ctx.Spawn(newListenerProps(r.rt, m.l))
 		r.listeners[pid.Id] = pid
-		ctx.Respond(&subscribeReply{pid: pid})
-	case *unsubscribe:
+		ctx.Respond(&addListenerReply{pid: pid})
+	case *dropListener:
 		if _, ok := r.listeners[m.pid.Id]; ok {
 			delete(r.listeners, m.pid.Id)
 			ctx.Poison(m.pid)
@@ -339,13 +352,13 @@ func (r *registry) receive(ctx actor.Context) {
 		ctx.Respond(&errReply{err: r.register(ctx, m)})
 	case *addCleanup:
 		a, ok := r.agents[m.agent]
-		if !ok || a.phase > agentDraining || (a.phase != agentOpen && m.drain == 0) {
+		if !ok || a.phase > agentCleaning || (a.phase != agentOpen && (m.drain == 0 || m.drain != a.drain)) {
 			ctx.Respond(&addCleanupReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.agent)})
 			return
 		}
 		ctx.Forward(a.pid)
 	case *removeCleanup:
-		if a, ok := r.agents[m.agent]; ok && a.phase <= agentDraining {
+		if a, ok := r.agents[m.agent]; ok && a.phase <= agentCleaning {
 			ctx.Forward(a.pid)
 		}
 	case *disposeAgent:
@@ -360,8 +373,12 @@ func (r *registry) receive(ctx actor.Context) {
 		if a, ok := r.agents[m.id]; ok {
 			r.agentFailed(ctx, a, m.err)
 		}
-	case *agentQuiesced:
-		if a, ok := r.agents[m.id]; ok && a.phase == agentDraining {
+	case *cleanupsRan:
+		if a, ok := r.agents[m.id]; ok && a.phase == agentCleaning {
+			r.advanceAgent(ctx, a, agentTearingDown)
+		}
+	case *tasksSettled:
+		if a, ok := r.agents[m.id]; ok && a.phase == agentTearingDown {
 			r.advanceAgent(ctx, a, agentAwaitingChildren)
 		}
 

@@ -23,15 +23,19 @@ type agentEntry struct {
 
 	phase     agentPhase
 	reason    string               // the teardown reason, once disposing
+	drain     uint64               // the mark of the agent's drain (runCleanups), once cleaning
 	disposers []*actor.PID         // Dispose callers, answered when the agent is gone
 	fault     *messages.PanicError // the agent actor's first panic (agentFailed), returned by Dispose
 }
 
-// agentPhase is an agent's life as the registry sees it (advanceAgent is the only
-// place it changes):
+// agentPhase is an agent's life (advanceAgent is the only place it changes). The
+// registry owns it; the agent actor carries out the command each phase sends on
+// entry and reports when it is done (agent.go):
 //
-//	open ──dispose──▶ awaitingStarts ──no start in flight──▶ draining ──agentQuiesced──▶ awaitingChildren
-//	awaitingChildren ──no child agent left──▶ stopping ──Terminated──▶ (removed; Dispose callers answered)
+//	open ──dispose──▶ awaitingStarts ──no start in flight──▶ cleaning ──cleanupsRan──▶ tearingDown
+//	                                                         (runCleanups)            (tearDownTasks)
+//	tearingDown ──tasksSettled──▶ awaitingChildren ──no child agent left──▶ stopping ──Terminated──▶ (removed;
+//	                                                                        (stopAgent)             Dispose callers answered)
 type agentPhase int
 
 // claimNotice hands out the owner's injector for a task's one completion notice.
@@ -102,6 +106,7 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 	if to < a.phase {
 		return
 	}
+	enter := to > a.phase // a phase sends its command once, on entry
 	a.phase = to
 	for {
 		switch a.phase {
@@ -115,8 +120,19 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 				return
 			}
 			r.disarmStartsOverdue(a.id)
-			a.phase = agentDraining
-			tellAgent(ctx, a.pid, &beginDispose{reason: a.reason})
+			a.phase, enter = agentCleaning, true
+		case agentCleaning:
+			// Cleanups run before the tasks are torn down: a cleanup may still use them.
+			if enter {
+				a.drain = r.rt.nextToken.Add(1)
+				tellAgent(ctx, a.pid, &runCleanups{reason: a.reason, drain: a.drain})
+			}
+			return
+		case agentTearingDown:
+			if enter {
+				tellAgent(ctx, a.pid, &tearDownTasks{reason: a.reason})
+			}
+			return
 		case agentAwaitingChildren:
 			// An agent is gone only after its child agents are (transitive quiescence).
 			if len(a.children) > 0 {
@@ -133,7 +149,7 @@ func (r *registry) advanceAgent(ctx actor.Context, a *agentEntry, to agentPhase)
 			}
 			a.bucket = bucket{}
 			tellAgent(ctx, a.pid, &stopAgent{})
-		default: // open, draining, stopping: waiting for an event
+		default: // open, stopping: waiting for an event
 			return
 		}
 	}
@@ -146,8 +162,10 @@ func (r *registry) agentFailed(ctx actor.Context, a *agentEntry, pe *messages.Pa
 		a.fault = pe
 	}
 	switch a.phase {
-	case agentDraining:
-		tellAgent(ctx, a.pid, &beginDispose{reason: a.reason})
+	case agentCleaning:
+		tellAgent(ctx, a.pid, &runCleanups{reason: a.reason, drain: a.drain})
+	case agentTearingDown:
+		tellAgent(ctx, a.pid, &tearDownTasks{reason: a.reason})
 	case agentStopping:
 		tellAgent(ctx, a.pid, &stopAgent{})
 	}

@@ -33,8 +33,8 @@ func (r *registry) reserve(m *reserveStart, sender *actor.PID) *reserveReply {
 	if len(r.surfaces) == 0 {
 		return fail(messages.ErrNoSurface)
 	}
-	if !messages.KindPattern.MatchString(m.kind) {
-		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.kind, messages.KindPattern))
+	if !messages.KindPattern().MatchString(m.kind) {
+		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.kind, messages.KindPattern()))
 	}
 	if strings.TrimSpace(m.label) == "" {
 		return fail(fmt.Errorf("%w: label is empty", messages.ErrInvalidSpec))
@@ -107,10 +107,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.seq++
 	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq}
-	b := &r.unowned
-	if m.snap.Owner != "" {
-		b = &r.agents[m.snap.Owner].bucket
-	}
+	b := r.bucketOf(m.snap.Owner) // the owner cannot be gone: its disposal waits for this start
 	b.ids = append(b.ids, m.snap.ID)
 	r.keyIndexed(ctx, r.tasks[m.snap.ID])
 	if m.snap.Status == messages.Queued {

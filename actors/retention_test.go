@@ -104,7 +104,7 @@ func TestEvictionIsOldestSettledFirstAcrossKinds(t *testing.T) {
 }
 
 func TestRunningAndStoppingTasksAreNeverEvicted(t *testing.T) {
-	rt := newRT(t, actors.WithoutRetention())
+	rt := newRT(t, actors.WithNoRetention())
 	register(t, rt, "a1")
 	running, stopping := newFake(), newFake()
 	runID := start(t, rt, running.spec("bash", "a1", true))
@@ -122,7 +122,7 @@ func TestRunningAndStoppingTasksAreNeverEvicted(t *testing.T) {
 }
 
 func TestCallsOnATombstone(t *testing.T) {
-	rt := newRT(t, actors.WithoutRetention())
+	rt := newRT(t, actors.WithNoRetention())
 	register(t, rt, "a1", "a2")
 	ids, _ := settleInOrder(t, rt, "a1", "bash")
 	id := ids[0]
@@ -177,7 +177,7 @@ func TestCallsOnATombstone(t *testing.T) {
 }
 
 func TestTombstoneBound(t *testing.T) {
-	rt := newRT(t, actors.WithoutRetention(), actors.WithTombstones(2))
+	rt := newRT(t, actors.WithNoRetention(), actors.WithTombstones(2))
 	register(t, rt, "a1")
 	ids, _ := settleInOrder(t, rt, "a1", "bash", "bash", "bash", "bash", "bash")
 	for i, id := range ids {
@@ -194,7 +194,7 @@ func TestTombstoneBound(t *testing.T) {
 	assert.Equal(t, 2, rt.Stats().Tombstones)
 
 	t.Run("without tombstones an evicted id reads as not found at once", func(t *testing.T) {
-		rt := newRT(t, actors.WithoutRetention(), actors.WithoutTombstones())
+		rt := newRT(t, actors.WithNoRetention(), actors.WithNoTombstones())
 		ids, _ := settleInOrder(t, rt, "", "bash")
 		_, err := rt.Tasks().Get(bg, ids[0], "")
 		assert.ErrorIs(t, err, messages.ErrTaskNotFound)
@@ -222,7 +222,7 @@ func TestRetentionOneKeepsTheLastSettled(t *testing.T) {
 
 // A task evicted before its notice was delivered still gets exactly one notice.
 func TestEvictionDoesNotLoseANotice(t *testing.T) {
-	rt := newRT(t, actors.WithoutRetention())
+	rt := newRT(t, actors.WithNoRetention())
 	notices := make(chan string, 4)
 	require.NoError(t, rt.Agents().Register(bg, "a1", actors.WithInjector(func(_ context.Context, s string) error {
 		notices <- s
@@ -246,7 +246,7 @@ func TestEvictionDoesNotLoseANotice(t *testing.T) {
 // A wait pending at settlement gets the terminal snapshot even when the task is
 // evicted at once.
 func TestEvictionWithAWaitPending(t *testing.T) {
-	rt := newRT(t, actors.WithoutRetention())
+	rt := newRT(t, actors.WithNoRetention())
 	f := newFake()
 	id := start(t, rt, f.spec("bash", "", true))
 	// The wait and the read go from this goroutine through the registry to the task
@@ -270,7 +270,7 @@ func TestEvictionWithAWaitPending(t *testing.T) {
 // hang.
 func TestReadsRacingAnEviction(t *testing.T) {
 	for i := 0; i < 20; i++ {
-		rt := newRT(t, actors.WithoutRetention())
+		rt := newRT(t, actors.WithNoRetention())
 		f := newFake()
 		f.Emit("data")
 		id := start(t, rt, f.spec("bash", "", true))
@@ -341,7 +341,7 @@ func TestLiveActorsAreBoundedByRetention(t *testing.T) {
 // answer. Before it did, Dispose hung now and then.
 func TestDisposalRacingEvictions(t *testing.T) {
 	for i := 0; i < 30; i++ {
-		rt := newRT(t, actors.WithoutRetention(), actors.WithoutOwnerLimit())
+		rt := newRT(t, actors.WithNoRetention(), actors.WithoutOwnerLimit())
 		register(t, rt, "a1")
 		var fakes []*fake
 		for range 20 {
@@ -365,7 +365,7 @@ func TestDisposalRacingEvictions(t *testing.T) {
 // teardown answer never comes. Close must count the actor's stop as the answer. Before
 // it did, Close hung (the model-based test found it).
 func TestCloseRacingAnEvictionWithACancelInFlight(t *testing.T) {
-	rt, err := actors.NewRuntime(actors.WithoutRetention())
+	rt, err := actors.NewRuntime(actors.WithNoRetention())
 	require.NoError(t, err)
 	rt.Tasks().AttachSurface("test")
 	sub, err := rt.Subscribe(bg)

@@ -63,6 +63,9 @@ type Runtime struct {
 	// replies is a free list of reply processes whose answer was received.
 	replies chan *reply
 
+	// watcher watches the running tasks' Done channels (see donewatch.go).
+	watcher doneWatcher
+
 	metrics *instruments
 }
 
@@ -89,6 +92,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	}
 	rt := &Runtime{cfg: cfg, log: cfg.logger, stopped: make(chan struct{}), replies: make(chan *reply, 256)}
 	rt.abort, rt.abortCancel = context.WithCancel(context.Background())
+	rt.watcher.rt = rt
 	in, err := newInstruments(rt, cfg.meters)
 	if err != nil {
 		return nil, fmt.Errorf("taskrt: metrics: %w", err)
@@ -174,7 +178,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	rt.closing.Store(true)
 	giveUp := func() error { rt.abortCancel(); return ctx.Err() }
 	r := newReply(rt)
-	rt.system.Root.RequestWithCustomSender(rt.registry, &closeRuntime{}, r.pid)
+	requestRegistry(rt, &closeRuntime{}, r.pid)
 	select {
 	case <-r.ch:
 	case <-rt.stopped:

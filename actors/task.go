@@ -28,13 +28,15 @@ import (
 //	   │                                              │ teardownCancelFailed, settleTimedOut
 //	   ▼                                              ▼
 //	settled ◀─────────────────────────────────────────┘
-//	   │ (actor stopped: owner disposed, runtime closed)
-//	   ▼
-//	released — the producer's Release has run (after every Cancel call returned)
 //
-// The Done channel is watched on a goroutine that sends the outcome home, and Cancel
-// runs on a goroutine that sends its result home, so no producer code ever runs on
-// the mailbox except the non-blocking ReadOutput.
+// settled is the last phase: the record is then dropped (evicted by retention, owner
+// disposed, runtime closed) by stopping the actor, whose Stopped handler runs the
+// producer's Release once every producer call returned (stopped). That is the end
+// of the actor, not a phase of it.
+//
+// The Done channel is watched off the mailbox (donewatch.go), which sends the
+// outcome home, and Cancel runs on a goroutine that sends its result home, so no
+// producer code ever runs on the mailbox except the non-blocking ReadOutput.
 type task struct {
 	rt      *Runtime
 	self    *actor.PID
@@ -49,22 +51,25 @@ type task struct {
 	kills      []*actor.PID // KillTask requesters whose Cancel call is in flight
 	teardownBy *actor.PID   // who asked for teardown; answered teardownDone, then cleared
 
-	calls    sync.WaitGroup // producer calls in flight off the mailbox (Cancel, Input); Release waits for them
-	inFlight int            // the same count, as the mailbox sees it
+	calls producerCalls // producer calls off the mailbox (Cancel, Input)
 
 	untils  []*untilWaiter // pending ReadUntil requests, in arrival order
-	watches []*watch       // live watches (watch.go), in arrival order
+	watches []*outputWatch // live watches (watch.go), in arrival order
 	queue   *queuedStart   // a queued start's state (queue.go); nil for a task started at once
 	grew    atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
+	// listening is set while a ReadUntil or a watch is pending (written on the
+	// mailbox, read by the growth callback): growth is sent home only then or while
+	// events have a subscriber.
+	listening atomic.Bool
 
-	inputs    []*inputReq   // accepted inputs not yet answered, in arrival order; [0] is being written when writing
-	writing   bool          // an Input call is in flight
-	inputShut bool          // an input with eof was accepted: later inputs are refused
-	parked    *parkedInput  // a failed write whose answer waits for the task's end
-	watchStop chan struct{} // closed to stop the Done watcher
-	settleT   *time.Timer   // armed by teardown; fires settleTimeout
-	overdue   bool          // the settle timer fired: answer teardown even with a Cancel hung
-	stopAt    time.Time     // when the task moved to stopping (for the stop-duration metric)
+	inputs    []*inputReq  // accepted inputs not yet answered, in arrival order; [0] is being written when writing
+	writing   bool         // an Input call is in flight
+	inputShut bool         // an input with eof was accepted: later inputs are refused
+	parked    *parkedInput // a failed write whose answer waits for the task's end
+	watch     *watch       // the Done watch; nil when the outcome was there at once
+	settleT   *time.Timer  // armed by teardown; fires settleTimeout
+	overdue   bool         // the settle timer fired: answer teardown even with a Cancel hung
+	stopAt    time.Time    // when the task moved to stopping (for the stop-duration metric)
 }
 
 type taskPhase int
@@ -87,22 +92,22 @@ type taskTransition int
 
 const (
 	// killAccepted: a kill whose Cancel returned nil moves running → stopping; a
-	// failing Cancel leaves the task untouched (checklist 6).
+	// failing Cancel leaves the task untouched (docs/semantics.md, rule 6).
 	killAccepted taskTransition = iota
 	// teardownBegan: teardown (dispose, close) moves running → stopping before the
 	// producer's Cancel is called, so no observer sees running once the producer was
-	// asked to stop (checklist 4).
+	// asked to stop (docs/semantics.md, rule 4).
 	teardownBegan
-	// outcomeDelivered: the first outcome Done delivers settles the task (checklist 4).
+	// outcomeDelivered: the first outcome Done delivers settles the task (docs/semantics.md, rule 4).
 	outcomeDelivered
 	// doneClosedEmpty: Done closed without an outcome is a producer contract violation
-	// that fails the task (checklist 12).
+	// that fails the task (docs/semantics.md, rule 12).
 	doneClosedEmpty
 	// teardownCancelFailed: a Cancel that errors during teardown force-fails the task,
-	// and teardown goes on (checklist 12).
+	// and teardown goes on (docs/semantics.md, rule 12).
 	teardownCancelFailed
 	// settleTimedOut: a torn-down task that does not settle within SettleTimeout is
-	// recorded failed as abandoned (checklist 10).
+	// recorded failed as abandoned (docs/semantics.md, rule 10).
 	settleTimedOut
 )
 
@@ -110,7 +115,7 @@ const (
 // and calls run when the registry hands it a slot (queue.go).
 func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter, watchStop: make(chan struct{})}
+		t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
 		if run != nil {
 			t.phase, t.queue = phaseQueued, &queuedStart{run: run}
 		}
@@ -125,6 +130,9 @@ func (t *task) Receive(ctx actor.Context) {
 	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
+	}
+	if len(t.untils) == 0 && len(t.watches) == 0 && t.listening.Load() {
+		t.listening.Store(false)
 	}
 }
 
@@ -160,7 +168,7 @@ func (t *task) receive(ctx actor.Context) {
 			return
 		}
 		t.kills = append(t.kills, ctx.Sender())
-		t.cancelAsync(m.Reason, false, ctx.Sender())
+		t.cancelAsync(m.Reason, ctx.Sender())
 	case *messages.WaitTask:
 		t.wait(ctx, m)
 	case *abandonWait:
@@ -224,7 +232,7 @@ func (t *task) beginTeardown(ctx actor.Context, reason string) {
 		self, rt := t.self, t.rt
 		t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
 	}
-	t.cancelAsync(reason, true, nil)
+	t.cancelAsync(reason, nil)
 }
 
 // transition is the only place the task's phase and status change. It returns
@@ -261,7 +269,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		if t.liveWaiters() > 0 || len(t.kills) > 0 {
 			t.markReported()
 		}
-		close(t.watchStop)
+		t.stopWatch()
 		t.endWatches() // after a last scan: their notices come before the completion notice
 		var size int64
 		if out := t.stream(); out != nil {
@@ -316,33 +324,63 @@ func (t *task) outcome(ctx actor.Context, m *outcomeMsg) {
 }
 
 // watchDone waits for the producer's Done off the mailbox and sends the outcome home.
+// An outcome that is there already (work done within Run) is taken at once, without
+// a watcher goroutine; it still goes home as a message, after whatever watchOutput
+// sent, so that output is announced before the settlement either way.
 func (t *task) watchDone() {
-	done, stop, self, rt := t.hooks.Done, t.watchStop, t.self, t.rt
-	rt.goSafe("done watcher", func() {
-		select {
-		case o, ok := <-done:
-			tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
-		case <-stop:
-		}
+	done, self, rt := t.hooks.Done, t.self, t.rt
+	select {
+	case o, ok := <-done:
+		tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
+		return
+	default:
+	}
+	t.watch = rt.watcher.add(done, self)
+}
+
+// stopWatch ends the Done watch (settled, or the actor stops).
+func (t *task) stopWatch() {
+	if t.watch != nil {
+		t.watch.stop()
+	}
+}
+
+// producerCalls tracks the producer calls a task makes off its mailbox. A call is in
+// flight from run (on the mailbox) until the mailbox has taken its result (taken):
+// teardown is answered only once none is. Its producer code runs from run until it
+// returns, which is what Release waits for once the actor may be gone.
+type producerCalls struct {
+	inFlight int            // calls whose result the mailbox has not taken yet
+	running  sync.WaitGroup // calls whose producer code (and result send) has not returned
+}
+
+// run starts f, a producer call that sends its result home, on a goroutine the
+// runtime owns. Called on the mailbox.
+func (c *producerCalls) run(rt *Runtime, what string, f func()) {
+	c.inFlight++
+	c.running.Add(1)
+	rt.goSafe(what, func() {
+		defer c.running.Done()
+		f()
 	})
 }
 
+// taken: the mailbox took a call's result. Called on the mailbox.
+func (c *producerCalls) taken() { c.inFlight-- }
+
 // cancelAsync calls the producer's Cancel off the mailbox; the result comes back as a
-// cancelResult.
-func (t *task) cancelAsync(reason string, isTeardown bool, sender *actor.PID) {
-	t.inFlight++
-	t.calls.Add(1)
+// cancelResult. sender is the KillTask requester; nil for a teardown's Cancel.
+func (t *task) cancelAsync(reason string, sender *actor.PID) {
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
-	rt.goSafe("cancel", func() {
-		defer t.calls.Done()
+	t.calls.run(rt, "cancel", func() {
 		err := messages.Contain("cancel", func() error { return cancel(reason) })
-		tellTask(rt.system.Root, self, &cancelResult{err: err, teardown: isTeardown, sender: sender})
+		tellTask(rt.system.Root, self, &cancelResult{err: err, sender: sender})
 	})
 }
 
 func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
-	t.inFlight--
-	if r.teardown {
+	t.calls.taken()
+	if r.teardown() {
 		if r.err != nil && t.phase != phaseSettled {
 			t.rt.log.Error("taskrt: cancel failed during teardown", "task", t.snap.ID, "err", r.err)
 			t.transition(ctx, teardownCancelFailed, messages.Outcome{Status: messages.Failed,
@@ -428,10 +466,10 @@ func (t *task) liveWaiters() int {
 // Release, must not go while producer code still runs for this task) — or once the
 // settle timer fired, so that a Cancel that hangs cannot hold a disposal forever.
 func (t *task) answerTeardown(ctx actor.Context) {
-	if t.teardownBy == nil || t.phase != phaseSettled || (t.inFlight > 0 && !t.overdue) {
+	if t.teardownBy == nil || t.phase != phaseSettled || (t.calls.inFlight > 0 && !t.overdue) {
 		return
 	}
-	ctx.Send(t.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
+	tellTeardownDone(ctx, t.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
 	t.teardownBy = nil
 	if t.settleT != nil {
 		t.settleT.Stop()
@@ -476,9 +514,9 @@ func (t *task) stopped() {
 		t.settleT.Stop()
 	}
 	if t.phase != phaseSettled {
-		close(t.watchStop)
+		t.stopWatch()
 		t.rt.log.Error("taskrt: task actor stopped before its work settled; cancelling it", "task", t.snap.ID)
-		t.cancelAsync("runtime failed", true, nil)
+		t.cancelAsync("runtime failed", nil)
 	}
 	release := t.hooks.Release
 	if release == nil {
@@ -489,11 +527,11 @@ func (t *task) stopped() {
 			t.rt.log.Error("taskrt: Release panicked", "task", t.snap.ID, "err", err)
 		}
 	}
-	if t.inFlight == 0 {
+	if t.calls.inFlight == 0 {
 		run()
 		return
 	}
-	t.rt.goSafe("release", func() { t.calls.Wait(); run() })
+	t.rt.goSafe("release", func() { t.calls.running.Wait(); run() })
 }
 
 func invalidWaitTimeout(d time.Duration) error {

@@ -50,18 +50,15 @@ func (t *task) writeNext() {
 		return
 	}
 	t.writing = true
-	t.inFlight++
-	t.calls.Add(1)
 	in, write, self, rt := t.inputs[0], t.hooks.Input, t.self, t.rt
-	rt.goSafe("input", func() {
-		defer t.calls.Done()
+	t.calls.run(rt, "input", func() {
 		err := messages.Contain("input", func() error { return write(in.data, in.eof) })
 		tellTask(rt.system.Root, self, &inputDone{err: err})
 	})
 }
 
 func (t *task) inputDone(ctx actor.Context, m *inputDone) {
-	t.inFlight--
+	t.calls.taken()
 	t.writing = false
 	in := t.inputs[0]
 	t.inputs = t.inputs[1:]

@@ -89,10 +89,13 @@ func (t *task) watchOutput() {
 	if out == nil {
 		return
 	}
-	self, rt, grew := t.self, t.rt, &t.grew
+	self, rt, grew, listening := t.self, t.rt, &t.grew, &t.listening
+	// Growth matters only to a pending ReadUntil and to event subscribers: without
+	// either, a write costs the writer two atomic loads and sends nothing (a flood
+	// would otherwise wake the actor once per chunk for nothing).
 	err := messages.Contain("output", func() error {
 		out.OnGrow(func() {
-			if grew.CompareAndSwap(false, true) {
+			if (listening.Load() || rt.nSubscribers.Load() > 0) && grew.CompareAndSwap(false, true) {
 				tellTask(rt.system.Root, self, &outputGrew{})
 			}
 		})
@@ -104,7 +107,7 @@ func (t *task) watchOutput() {
 	}
 	// Output written between Run and now raised no callback: account for it.
 	if n, err := messages.ContainValue("output", func() (int64, error) { return out.Written(), nil }); err == nil && n > 0 {
-		if grew.CompareAndSwap(false, true) {
+		if rt.nSubscribers.Load() > 0 && grew.CompareAndSwap(false, true) {
 			tellTask(rt.system.Root, self, &outputGrew{})
 		}
 	}
@@ -127,6 +130,7 @@ func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
 	}
 	t.nextWaiter++
 	n, self, rt := t.nextWaiter, t.self, t.rt
+	t.listening.Store(true) // before the first match: a write after it wakes the task
 	t.untils = append(t.untils, &untilWaiter{n: n, pid: ctx.Sender(), re: re,
 		timer: time.AfterFunc(m.Timeout, func() { tellTask(rt.system.Root, self, &untilTimeout{n: n}) })})
 	t.matchUntils(ctx)

@@ -2,6 +2,6 @@
 
 package actors
 
-// threadID is unknown off Linux (0): a listener's unsubscribe then treats any call
+// threadID is unknown off Linux (0): a listener's remove then treats any call
 // in progress as possibly its own and returns without waiting for it.
 func threadID() int64 { return 0 }

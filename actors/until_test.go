@@ -201,7 +201,7 @@ func TestProgressOfAFinalOutputKind(t *testing.T) {
 // An observer read of a tombstone does not report the task: a model's pending notice
 // is not lost to a UI looking at it.
 func TestPeekOnATombstoneDoesNotReport(t *testing.T) {
-	rt := newRT(t, actors.WithoutRetention())
+	rt := newRT(t, actors.WithNoRetention())
 	register(t, rt, "a1")
 	ids, _ := settleInOrder(t, rt, "a1", "bash")
 	p, err := rt.Tasks().Peek(bg, ids[0], "a1", 0, 10)

@@ -202,8 +202,8 @@ func (r *registry) releaseClaims(ctx actor.Context, e *taskEntry) {
 
 // ---- task actor ----
 
-// watch is one live watch on a task actor.
-type watch struct {
+// outputWatch is one live watch on a task actor.
+type outputWatch struct {
 	n       uint64
 	re      *regexp.Regexp
 	off     int64  // the next byte to scan
@@ -228,13 +228,14 @@ func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 		refuse(fmt.Errorf("%w: %s is %s: there is no new output to watch", messages.ErrTaskEnded, t.snap.ID, t.snap.Status))
 		return
 	}
+	t.listening.Store(true) // before the offset is taken: a write after it wakes the task
 	off, err := messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
 	if err != nil {
 		refuse(fmt.Errorf("watch task %s: %w", t.snap.ID, err))
 		return
 	}
 	t.nextWaiter++
-	w := &watch{n: t.nextWaiter, re: m.re, off: off, timeout: m.opts.Timeout}
+	w := &outputWatch{n: t.nextWaiter, re: m.re, off: off, timeout: m.opts.Timeout}
 	w.d = newDelivery(t.rt, t.self, t.snap.ID, t.snap.Owner, m.pattern, w.n, m.opts.MaxNotices)
 	if m.opts.Timeout > 0 {
 		self, rt, n := t.self, t.rt, w.n
@@ -278,7 +279,7 @@ func (t *task) scanWatches(final bool) {
 }
 
 // feed splits data into lines, matching each complete one.
-func (w *watch) feed(data []byte) {
+func (w *outputWatch) feed(data []byte) {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
@@ -297,14 +298,14 @@ func (w *watch) feed(data []byte) {
 }
 
 // keep appends to the unfinished line, up to its bound.
-func (w *watch) keep(b []byte) {
+func (w *outputWatch) keep(b []byte) {
 	if room := watchPartial - len(w.partial); room < len(b) {
 		b, w.cut = b[:max(room, 0)], true
 	}
 	w.partial = append(w.partial, b...)
 }
 
-func (w *watch) line(b []byte) {
+func (w *outputWatch) line(b []byte) {
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	if w.re.Match(b) {
 		w.d.add(string(b))

@@ -15,8 +15,9 @@ import (
 	"github.com/taskrt/taskrt/tools"
 )
 
-// The failures a real review found in a peer's background sub-agents (see
-// seeds/peer-review-background-subagents.md), each pinned end to end.
+// The failures a real review found in a peer's background sub-agents (silent kills at
+// the end of a turn, re-prompting a finished child, lost partial output, no cap, an
+// aborted launch reported as success), each pinned end to end.
 
 func TestParentTurnEndsWithoutCollecting(t *testing.T) {
 	rep := play(t, "scenarios/end-of-turn-notice.json")

@@ -60,6 +60,29 @@ wait`, n)
 	}, nil
 }
 
+// Idle is a set of idle processes for a row of the containment table: N of them,
+// elsewhere on the machine (IdleProcesses) or as this process's children
+// (IdleChildren).
+type Idle struct {
+	N        int  `json:"n"`
+	Children bool `json:"host_children"`
+}
+
+func (i Idle) start(ctx context.Context) (func() error, error) {
+	if i.Children {
+		return IdleChildren(ctx, i.N)
+	}
+	return IdleProcesses(ctx, i.N)
+}
+
+// String says where the idle processes are: "2000 elsewhere", "2000 host children".
+func (i Idle) String() string {
+	if i.Children {
+		return fmt.Sprintf("%d host children", i.N)
+	}
+	return fmt.Sprintf("%d elsewhere", i.N)
+}
+
 // ContainmentImpl is one column of the containment figure: the bash producer in a
 // containment mode, or plain os/exec.
 type ContainmentImpl string
@@ -132,22 +155,37 @@ func ContainmentTrue(ctx context.Context, impl ContainmentImpl, runs int, timer 
 // column with idle processes on the machine.
 type ContainmentRow struct {
 	Idle     int                               `json:"idle_processes"`
+	Children bool                              `json:"host_children"`     // the idle processes are children of this process
 	Machine  int                               `json:"machine_processes"` // processes on the machine during the row
 	PerRun   map[ContainmentImpl]time.Duration `json:"per_run"`
 	Unusable map[ContainmentImpl]string        `json:"unusable,omitempty"` // why a column could not be measured
 }
 
-// ContainmentTable measures ContainmentTrue for every column at each idle count,
-// rounds times each (the median is kept), the columns interleaved.
+// ContainmentTable measures ContainmentTrue for every column at each idle count
+// (processes elsewhere on the machine), rounds times each (the median is kept), the
+// columns interleaved.
 func ContainmentTable(ctx context.Context, idles []int, runs, rounds int) ([]ContainmentRow, error) {
-	impls := []ContainmentImpl{ContainCgroup, ContainSweep, ContainExec}
+	var at []Idle
+	for _, n := range idles {
+		at = append(at, Idle{N: n})
+	}
+	return ContainmentTableAt(ctx, at, runs, rounds)
+}
+
+// ContainmentTableAt is ContainmentTable for idle sets that may be children of
+// this process.
+func ContainmentTableAt(ctx context.Context, idles []Idle, runs, rounds int) ([]ContainmentRow, error) {
+	return containmentTable(ctx, idles, []ContainmentImpl{ContainCgroup, ContainSweep, ContainExec}, runs, rounds)
+}
+
+func containmentTable(ctx context.Context, idles []Idle, impls []ContainmentImpl, runs, rounds int) ([]ContainmentRow, error) {
 	var rows []ContainmentRow
 	for _, idle := range idles {
-		stop, err := IdleProcesses(ctx, idle)
+		stop, err := idle.start(ctx)
 		if err != nil {
 			return rows, err
 		}
-		row := ContainmentRow{Idle: idle, Machine: machineProcesses(), PerRun: map[ContainmentImpl]time.Duration{}, Unusable: map[ContainmentImpl]string{}}
+		row := ContainmentRow{Idle: idle.N, Children: idle.Children, Machine: machineProcesses(), PerRun: map[ContainmentImpl]time.Duration{}, Unusable: map[ContainmentImpl]string{}}
 		samples := map[ContainmentImpl][]time.Duration{}
 		for range max(rounds, 1) {
 			for _, impl := range impls {
@@ -161,7 +199,7 @@ func ContainmentTable(ctx context.Context, idles []int, runs, rounds int) ([]Con
 				}
 				if err != nil {
 					_ = stop()
-					return rows, fmt.Errorf("%s with %d idle processes: %w", impl, idle, err)
+					return rows, fmt.Errorf("%s with %s idle processes: %w", impl, idle, err)
 				}
 				samples[impl] = append(samples[impl], d)
 			}

@@ -68,6 +68,10 @@ type Config struct {
 	True         TrueConfig
 	Sandbox      TrueConfig // the sandboxed /bin/true figure
 	Flood        FloodConfig
+	// Idle sizes the containment figures: /bin/true through the bash producer
+	// (cgroup mode, no runtime) against os/exec with Idle.N idle processes elsewhere
+	// on the machine and as this process's children, Idle.Runs runs a measurement.
+	Idle IdleConfig
 	// Rounds is how many times the lifecycle, routed, wait, /bin/true and flood
 	// figures are measured (the median is kept); the dispose figures repeat per
 	// Dispose.Repeat.
@@ -88,8 +92,15 @@ func DefaultConfig() Config {
 		True:         TrueConfig{Runs: 1_000, Workers: 8},
 		Sandbox:      TrueConfig{Runs: 200, Workers: 2},
 		Flood:        FloodConfig{Bytes: 200 << 20},
+		Idle:         IdleConfig{N: 2_000, Runs: 100},
 		Rounds:       3,
 	}
+}
+
+// IdleConfig sizes the containment figures of Run.
+type IdleConfig struct {
+	N    int // idle processes
+	Runs int // /bin/true runs per measurement
 }
 
 // QuickConfig is a smoke run: every figure at a small size, in seconds. Its values
@@ -106,6 +117,7 @@ func QuickConfig() Config {
 		True:         TrueConfig{Runs: 100, Workers: 8},
 		Sandbox:      TrueConfig{Runs: 20, Workers: 2},
 		Flood:        FloodConfig{Bytes: 16 << 20},
+		Idle:         IdleConfig{N: 200, Runs: 20},
 		Rounds:       1,
 	}
 }
@@ -249,6 +261,15 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 			})
 		}
 	}
+	var idleRows []ContainmentRow
+	var idleSets []Idle
+	if cfg.Idle.N > 0 {
+		idleSets = []Idle{{N: cfg.Idle.N}, {N: cfg.Idle.N, Children: true}}
+		add(fmt.Sprintf("/bin/true with %d idle processes", cfg.Idle.N), Impl("producer"), func() (err error) {
+			idleRows, err = containmentRows(ctx, idleSets, cfg.Idle.Runs, rounds)
+			return err
+		})
+	}
 
 	for i, s := range steps {
 		if progress != nil {
@@ -323,7 +344,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 			vs(func(i Impl) float64 { return mem[i].Heap }, ImplMutex, ImplFloor), ""),
 		newFigure("  of which stacks", "B/task", "lower", mem[ImplActors].Stacks, BaselineMutex,
 			vs(func(i Impl) float64 { return mem[i].Stacks }, ImplMutex, ImplFloor),
-			"one parked goroutine per task in both registries; its size follows Go's adaptive starting stack (2 or 4 KiB)"))
+			"mutex: one parked goroutine per task (its size follows Go's adaptive starting stack, 2 or 4 KiB); actors: Done watchers shared, up to 32 tasks per goroutine"))
 	figs = append(figs, retention...)
 	for _, n := range cfg.DisposeSizes {
 		figs = append(figs, newFigure(disposeName(n), "ms", "lower", ms(disp[n][ImplActors]), BaselineMutex,
@@ -354,7 +375,27 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		newFigure(floodName+" peak RSS growth", "MiB", "lower", mib(float64(flood[ImplActors].PeakRSS)), BaselineExec,
 			vs(func(i Impl) float64 { return mib(float64(flood[i].PeakRSS)) }, ImplExec, ImplMutex), "VmHWM after a clear_refs reset, minus VmRSS at start"),
 	)
+	for _, r := range idleRows {
+		ex, ok := r.PerRun[ContainExec]
+		cg, cok := r.PerRun[ContainCgroup]
+		if !ok || !cok {
+			continue // cgroup containment unusable here: ContainmentTable says why
+		}
+		where := "elsewhere on the machine"
+		if r.Children {
+			where = "as children of this process"
+		}
+		figs = append(figs, newFigure(fmt.Sprintf("/bin/true, %d idle %s", r.Idle, map[bool]string{false: "elsewhere", true: "host children"}[r.Children]),
+			"ms", "lower", ms(cg), BaselineExec, map[string]float64{BaselineExec: ms(ex)},
+			fmt.Sprintf("one run through the bash producer (cgroup mode, no runtime) vs os/exec bash -c /bin/true, %d idle processes %s; mean of %d runs, median of %d rounds",
+				r.Idle, where, cfg.Idle.Runs, rounds)))
+	}
 	return figs, nil
+}
+
+// containmentRows is ContainmentTableAt for the cgroup and os/exec columns only.
+func containmentRows(ctx context.Context, idles []Idle, runs, rounds int) ([]ContainmentRow, error) {
+	return containmentTable(ctx, idles, []ContainmentImpl{ContainCgroup, ContainExec}, runs, rounds)
 }
 
 // Machine describes where the figures were measured.

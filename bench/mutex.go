@@ -105,7 +105,7 @@ func (r *MutexRegistry) Start(ctx context.Context, s messages.Spec) (messages.Ta
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
 	}
-	if s.Run == nil || !messages.KindPattern.MatchString(s.Kind) || strings.TrimSpace(s.Label) == "" {
+	if s.Run == nil || !messages.KindPattern().MatchString(s.Kind) || strings.TrimSpace(s.Label) == "" {
 		return "", fmt.Errorf("%w: kind %q, label %q", messages.ErrInvalidSpec, s.Kind, s.Label)
 	}
 	r.mu.Lock()

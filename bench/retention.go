@@ -122,7 +122,7 @@ func RetentionFigures(ctx context.Context, cfg RetentionConfig) ([]Figure, error
 	if err != nil {
 		return nil, err
 	}
-	perTomb, err := Retention(ctx, RetentionConfig{Tasks: cfg.Early, Early: 1}, actors.WithoutRetention(), actors.WithTombstones(cfg.Early))
+	perTomb, err := Retention(ctx, RetentionConfig{Tasks: cfg.Early, Early: 1}, actors.WithNoRetention(), actors.WithTombstones(cfg.Early))
 	if err != nil {
 		return nil, err
 	}

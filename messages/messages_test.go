@@ -38,7 +38,7 @@ func TestKindPattern(t *testing.T) {
 		"bash": true, "subagent": true, "dev_server": true, "job-2": true, "a": true,
 		"": false, "Bash": false, "2bash": false, "bash!": false, "-x": false, "bash x": false,
 	} {
-		assert.Equal(t, want, messages.KindPattern.MatchString(kind), "kind %q", kind)
+		assert.Equal(t, want, messages.KindPattern().MatchString(kind), "kind %q", kind)
 	}
 }
 

@@ -201,6 +201,24 @@ func (*WaitTasks) isRequest() {}
 // actor's mailbox, and must not block for long.
 type Injector func(ctx context.Context, text string) error
 
+// noticeKey is the context key of the task a notice is about.
+type noticeKey struct{}
+
+// WithNoticeTask returns ctx marked as the delivery of task id's completion notice.
+// The runtime's notice delivery (actors.Tasks.Notify) marks the context it calls the
+// injector with, so that an injector can relate a notice to its task without reading
+// the text back.
+func WithNoticeTask(ctx context.Context, id TaskID) context.Context {
+	return context.WithValue(ctx, noticeKey{}, id)
+}
+
+// NoticeTask is the task whose completion notice an injector was called for (see
+// WithNoticeTask); ok is false for text injected otherwise (actors.Agents.Inject).
+func NoticeTask(ctx context.Context) (id TaskID, ok bool) {
+	id, ok = ctx.Value(noticeKey{}).(TaskID)
+	return id, ok
+}
+
 // Cleanup is an owner-cleanup registration: it runs once, when the agent is
 // disposed, with a context that is cancelled if Close gives up waiting.
 type Cleanup func(ctx context.Context) error

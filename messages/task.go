@@ -105,10 +105,10 @@ type Output interface {
 	// the end of the line that matched, and the matched text; otherwise it consumes
 	// nothing and ok is false.
 	ReadMatch(re *regexp.Regexp) (out, match string, ok bool)
-	// Peek returns up to max raw bytes from offset off on without consuming anything:
+	// Peek returns up to maxBytes raw bytes from offset off on without consuming anything:
 	// next is the offset after them, missed how many bytes from off on are no longer
 	// held and were skipped.
-	Peek(off int64, max int) (data []byte, next, missed int64)
+	Peek(off int64, maxBytes int) (data []byte, next, missed int64)
 	// Written is how many bytes the work has written so far.
 	Written() int64
 	// OnGrow sets the function to call, from the writer's goroutine, after the
@@ -138,8 +138,12 @@ type Spec struct {
 // MaxKey is the longest Spec.Key, in bytes.
 const MaxKey = 256
 
-// KindPattern is the shape of a valid Spec.Kind.
-var KindPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+// KindPattern is the shape of a valid Spec.Kind, `^[a-z][a-z0-9_-]*$`. It is a
+// function so that nobody can replace the pattern the runtime checks starts with;
+// the Regexp is shared: use it, do not change it (Longest).
+func KindPattern() *regexp.Regexp { return kindPattern }
+
+var kindPattern = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
 
 // Snapshot is the read-only projection of a task.
 type Snapshot struct {

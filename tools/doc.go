@@ -15,11 +15,11 @@
 // An embedder creates an actors.Runtime, then NewTaskTools(rt): that attaches the
 // runtime's control surface (without one, every background start fails with
 // "background tasks unavailable: no control surface is attached (load the task
-// tools)") and subscribes the notice injector. Producer tools such as NewBash start
-// their background work on the same runtime, owned by the calling agent. Hand each
-// Tool's Name, Description and Schema to the model, route its calls to Call (a Set
-// dispatches by name), and put PromptSection into the system prompt. Close the task
-// tools before the runtime.
+// tools)") and adds the notice injector as an OnDone listener. Producer tools such
+// as NewBash start their background work on the same runtime, owned by the calling
+// agent. Hand each Tool's Name, Description and Schema to the model, route its calls
+// to Call (a Set dispatches by name), and put PromptSection into the system prompt.
+// Close the task tools before the runtime.
 //
 // # The tools
 //

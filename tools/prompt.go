@@ -8,9 +8,9 @@ type Section struct {
 	Text  string
 }
 
-// PromptOrder is the order of the background-task section: 106, right after the bash
+// promptOrder is the order of the background-task section: 106, right after the bash
 // tool's own section.
-const PromptOrder = 106
+const promptOrder = 106
 
 const promptText = `Some tools can run work in the background (run_in_background: true). Such a call returns at once with a task id (for example bash-1); the work goes on while you do other things.
 
@@ -27,5 +27,5 @@ const promptText = `Some tools can run work in the background (run_in_background
 // answering, and kill what stopped mattering. Include it whenever the task tools are
 // offered.
 func PromptSection() Section {
-	return Section{Order: PromptOrder, Title: "Background tasks", Text: promptText}
+	return Section{Order: promptOrder, Title: "Background tasks", Text: promptText}
 }

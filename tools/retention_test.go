@@ -55,7 +55,7 @@ func TestEvictedStrings(t *testing.T) {
 		opts []actors.Option
 	}{
 		{"retention 2", []actors.Option{actors.WithRetention(2)}},
-		{"retention 0", []actors.Option{actors.WithoutRetention()}},
+		{"retention 0", []actors.Option{actors.WithNoRetention()}},
 	} {
 		rt, tt := retentionEnv(t, tc.opts...)
 		if err := rt.Agents().Register(bg, "a1"); err != nil {

@@ -338,6 +338,18 @@ func TestSubagentForeground(t *testing.T) {
 			t.Errorf("got %+v, want %+v", r, want)
 		}
 	})
+	t.Run("a call interrupted without a cause says so in the tools' words", func(t *testing.T) {
+		l := &saLauncher{release: make(chan struct{}), started: make(chan struct{})}
+		e := newSaEnv(t, l, true, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		got := make(chan tools.Result, 1)
+		go func() { got <- e.call(ctx, "subagent", `{"description":"d","prompt":"p"}`) }()
+		<-l.started
+		cancel()
+		if r, want := <-got, (tools.Result{Text: "[status: killed, aborted: the call was interrupted]", IsError: true}); r != want {
+			t.Errorf("got %+v, want %+v", r, want)
+		}
+	})
 	t.Run("a cancelled context never launches", func(t *testing.T) {
 		e := newSaEnv(t, &saLauncher{}, true, nil)
 		ctx, cancel := context.WithCancel(context.Background())

@@ -140,7 +140,7 @@ func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
 // task_watch, in that order.
 func (t *TaskTools) Tools() []Tool { return []Tool{t.output, t.list, t.kill, t.wait, t.input, t.watch} }
 
-// Close unsubscribes the notice injector, waiting for a notice in flight (whose
+// Close removes the notice injector's listener, waiting for a notice in flight (whose
 // context it cancels), and detaches the surface, after which Tasks.Start fails unless
 // another surface is attached. Tasks already running are untouched. Close is
 // idempotent. Do not call it from an injector: it would wait for itself.

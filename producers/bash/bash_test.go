@@ -607,7 +607,7 @@ func TestSpecAndRelease(t *testing.T) {
 	assert.Equal(t, Kind, spec.Kind)
 	assert.Equal(t, "seq 1 100000 …", spec.Label)
 	assert.Equal(t, messages.AgentID("agent-1"), spec.Owner)
-	assert.True(t, messages.KindPattern.MatchString(spec.Kind))
+	assert.True(t, messages.KindPattern().MatchString(spec.Kind))
 	h, err := spec.Run()
 	require.NoError(t, err)
 	o := <-h.Done

@@ -13,7 +13,7 @@ import (
 const MaxCommand = 1 << 20
 
 // maxArgCommand is the longest command passed as the shell's -c argument; a longer
-// one is read by the shell from descriptor 3 (see shellArgs). Well below the
+// one is read by the shell from descriptor 3 (see fdScript and Producer.start). Well below the
 // kernel's 128 KiB per argument, so that a large environment cannot push a command
 // near that limit over the total limit of arguments and environment either.
 const maxArgCommand = 64 << 10

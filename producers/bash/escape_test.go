@@ -99,12 +99,12 @@ func userProcesses() int {
 // whose output is closed can report too, so that the command itself can wait for
 // its escape to be complete, and so that the test can check that every process
 // that reported is gone, marker or not. Inside a sandbox ($UP_NS set) it appends its
-// pid namespace too, since its pid is its sandbox's (see requireGone); outside, it
-// starts no process for that.
-const upFunc = `up() { echo $BASHPID ${UP_NS:+$(readlink /proc/self/ns/pid)} >> "$UP"; }` + "\n"
+// pid namespace and start time too, since its pid is its sandbox's (see
+// requireGone); outside, it starts no process for that.
+const upFunc = `up() { echo $BASHPID ${UP_NS:+$(readlink /proc/self/ns/pid) $(cut -d" " -f22 /proc/$BASHPID/stat)} >> "$UP"; }` + "\n"
 
 // upLine is what a `bash -c` escapee appends to $UP itself, as up does.
-const upLine = `echo $$ ${UP_NS:+$(readlink /proc/self/ns/pid)} >> "$UP"`
+const upLine = `echo $$ ${UP_NS:+$(readlink /proc/self/ns/pid) $(cut -d" " -f22 /proc/$$/stat)} >> "$UP"`
 
 // escapee is a command that leaves processes behind.
 type escapee struct {
@@ -149,8 +149,8 @@ func newUpFile(t *testing.T) upFile {
 // requireGone asserts that every process that reported up is gone: no such pid,
 // or a zombie whose parent is not this process (init reaps it; zombie children of
 // this process are requireQuiet's). A process that reported from a pid namespace
-// other than this process's (a sandbox) gave a pid of that namespace: then no live
-// process may be left in that namespace at all.
+// other than this process's (a sandbox) gave its pid in that namespace and its
+// start time: no live process of the machine may have that identity.
 func (f upFile) requireGone(t *testing.T) {
 	t.Helper()
 	b, err := os.ReadFile(string(f))
@@ -161,12 +161,14 @@ func (f upFile) requireGone(t *testing.T) {
 		if line == "" {
 			continue // nobody reported
 		}
-		field, ns, _ := strings.Cut(strings.TrimSpace(line), " ")
-		pid, err := strconv.Atoi(field)
+		fields := strings.Fields(line)
+		pid, err := strconv.Atoi(fields[0])
 		require.NoError(t, err)
-		if ns != "" && ns != own {
-			if live := liveInNamespace(t, ns); len(live) > 0 {
-				t.Errorf("process %d of %s, which reported up, still runs: %v are alive there", pid, ns, live)
+		if len(fields) == 3 && fields[1] != own {
+			start, err := strconv.ParseUint(fields[2], 10, 64)
+			require.NoError(t, err)
+			if host := aliveInNamespace(t, fields[1], pid, start); host != 0 {
+				t.Errorf("process %d of %s, which reported up, still runs (pid %d here)", pid, fields[1], host)
 			}
 			continue
 		}
@@ -176,19 +178,34 @@ func (f upFile) requireGone(t *testing.T) {
 	}
 }
 
-// liveInNamespace lists the live processes of the machine in the pid namespace ns
-// ("pid:[INODE]").
-func liveInNamespace(t *testing.T, ns string) []int {
+// aliveInNamespace returns the pid here of the live process that is pid nsPid in
+// the pid namespace ns ("pid:[INODE]") and started at start (clock ticks after
+// boot), or 0. The namespace alone is no identity: once a sandbox is gone, a new
+// one (another test's, anywhere on the machine) may get its inode number.
+func aliveInNamespace(t *testing.T, ns string, nsPid int, start uint64) int {
 	t.Helper()
 	procs, err := scanProcs()
 	require.NoError(t, err)
-	var live []int
 	for _, p := range procs {
-		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.pid)); err == nil && l == ns && !p.zombie {
-			live = append(live, p.pid)
+		if p.zombie || p.start != start {
+			continue
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.pid)); err != nil || l != ns {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if ids, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				if f := strings.Fields(ids); len(f) > 0 && f[len(f)-1] == strconv.Itoa(nsPid) {
+					return p.pid
+				}
+			}
 		}
 	}
-	return live
+	return 0
 }
 
 // await waits until n processes reported up.

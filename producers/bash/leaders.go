@@ -34,6 +34,14 @@ func (s *leaderSet) remove(pid int, marker string) {
 	}
 }
 
+// has reports whether pid is a registered leader.
+func (s *leaderSet) has(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[pid]
+	return ok
+}
+
 // snapshot returns a copy.
 func (s *leaderSet) snapshot() map[int]string {
 	s.mu.Lock()

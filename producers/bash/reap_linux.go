@@ -4,11 +4,16 @@ package bash
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/taskrt/taskrt/messages"
 )
@@ -22,16 +27,19 @@ import (
 // own orphans become this process's children before it turns into a zombie).
 //
 // Like the sweeper, the reaper runs in rounds shared by every task settling at the
-// same moment; a round reads this process's children only, never the machine's
-// processes, and skips the leaders of running tasks.
+// same moment; a round reads the list of this process's children, never the
+// machine's processes, skips the leaders of running tasks, and reads /proc only
+// for the settling tasks' own processes and for children it has not seen before
+// (see children).
 
 var reaps reaper
 
 type reaper struct {
-	mu      sync.Mutex    // protects queue, running, wake
-	queue   []*reapReq    // waiting for their first round
-	running bool          // the loop goroutine is running
-	wake    chan struct{} // buffered 1
+	mu       sync.Mutex    // protects queue, running, wake
+	queue    []*reapReq    // waiting for their first round
+	running  bool          // the loop goroutine is running
+	wake     chan struct{} // buffered 1
+	children children      // used by the round under way (one at a time: see running)
 }
 
 type reapReq struct {
@@ -127,31 +135,171 @@ func (r *reaper) loop() {
 // this process that is not a zombie yet. Only the settling tasks' cgroups are
 // touched: a task that has just started may have a leader that is already a
 // zombie and not yet registered, which only os/exec may reap.
+//
+// What a child of this process is (which cgroup it lives in) is read once, when it
+// first shows up among the children (see children.classify): a settle reads
+// /proc only for its own task's processes, never for the host's other children,
+// however many there are.
 func (r *reaper) round(active []*reapReq) map[string]bool {
 	settling := map[string]bool{}
 	for _, req := range active {
 		settling[req.line] = true
 	}
-	live := leaders.snapshot()
 	busy := map[string]bool{}
-	for _, pid := range orphanChildren() {
-		if _, leader := live[pid]; leader {
+	for _, c := range r.children.classify() {
+		if !settling[c.line] || leaders.has(c.pid) {
 			continue
 		}
-		p, ok := readStat(pid)
-		if !ok {
-			continue
-		}
-		line := cgroupOf(pid)
+		p, ok := r.children.stat(c.pid)
 		switch {
-		case !settling[line]:
+		case !ok || p.start != c.start:
+			// gone: reaped meanwhile (or by os/exec: a leader that left the set)
 		case p.zombie && p.ppid == selfPid:
 			reapOrphan(p)
 		default:
-			busy[line] = true
+			busy[c.line] = true
 		}
 	}
 	return busy
+}
+
+// children is what the reaper knows about the children of this process's main
+// thread, where orphans arrive: each child with its identity and its cgroup, in the
+// order the kernel lists them. It is used by one round at a time (the reaper runs
+// rounds one after another, handing over under its mutex).
+//
+// The kernel keeps a thread's children in the order they joined it (a fork or a
+// re-parenting appends to the end), and a child leaves only when it is reaped. So a
+// new reading is the previous one, less the children reaped since, followed by the
+// children that joined since. classify matches the new reading against the
+// previous one in order; the first pid that does not follow the previous order
+// starts the new children. A pid that was reaped and reused by a child that joined
+// since can look like a match only at the end of the matched part (whatever joined
+// after it joined later still), so checking the start time of the last matched
+// children, backwards until one is the process it was, proves every match before
+// it. Usually that is one stat read, whatever the number of children.
+type children struct {
+	known []child // the previous reading, classified
+	spare []child // the reading before, reused for the next one
+	pids  []int   // the latest list, reused
+	buf   []byte  // for reading the children list
+	// reads counts the /proc files read about single processes (stat, cgroup), for
+	// tests: what a settle costs.
+	reads atomic.Int64
+	// readStat and cgroupOf replace the /proc reads in tests (nil: read /proc).
+	readStat func(pid int) (procInfo, bool)
+	cgroupOf func(pid int) string
+}
+
+type child struct {
+	pid   int
+	start uint64 // with pid, the identity of the process
+	line  string // its cgroup, as /proc/PID/cgroup says ("0::/…\n")
+}
+
+// classify reads the main thread's children and returns them classified.
+func (cs *children) classify() []child { return cs.match(cs.list()) }
+
+// match classifies pids, the children list as just read, against the previous
+// reading.
+func (cs *children) match(pids []int) []child {
+	now := slices.Grow(cs.spare[:0], len(pids))[:len(pids)]
+	clear(now)
+	matched, i := 0, 0
+	for k, pid := range pids {
+		j := i
+		for j < len(cs.known) && cs.known[j].pid != pid {
+			j++
+		}
+		if j == len(cs.known) {
+			break
+		}
+		now[k], i, matched = cs.known[j], j+1, k+1
+	}
+	for k := matched - 1; k >= 0; k-- {
+		if p, ok := cs.stat(now[k].pid); ok && p.start == now[k].start {
+			break // the same process: so is every match before it
+		}
+		now[k] = child{}
+	}
+	kept := now[:0]
+	for k, c := range now {
+		if c.pid == 0 {
+			var ok bool
+			if c, ok = cs.identify(pids[k]); !ok {
+				continue // gone; if the pid shows up again, it is a new child
+			}
+		}
+		kept = append(kept, c)
+	}
+	cs.known, cs.spare = kept, cs.known
+	return kept
+}
+
+// identify reads pid's start time and cgroup; false when it vanished meanwhile, was
+// replaced by another process, or its cgroup could not be read.
+func (cs *children) identify(pid int) (child, bool) {
+	p, ok := cs.stat(pid)
+	if !ok {
+		return child{}, false
+	}
+	cs.reads.Add(1)
+	cgroup := cgroupOf
+	if cs.cgroupOf != nil {
+		cgroup = cs.cgroupOf
+	}
+	line := cgroup(pid)
+	if again, ok := cs.stat(pid); !ok || again.start != p.start || line == "" {
+		return child{}, false // an unknown cgroup is looked at again next round, never cached
+	}
+	return child{pid: pid, start: p.start, line: line}, true
+}
+
+func (cs *children) stat(pid int) (procInfo, bool) {
+	cs.reads.Add(1)
+	if cs.readStat != nil {
+		return cs.readStat(pid)
+	}
+	return readStat(pid)
+}
+
+// list reads the pids of the main thread's children: the orphans re-parented to
+// this process are there, since the kernel hands them to the first live thread of
+// the subreaper, its leader while it lives (and Go never ends the main thread).
+// Children forked by other threads are listed under those threads; the orphans are
+// all that matter here. The kernel hands the list out a page at a time.
+func (cs *children) list() []int {
+	fd, err := unix.Open("/proc/self/task/"+strconv.Itoa(selfPid)+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(fd)
+	if cs.buf == nil {
+		cs.buf = make([]byte, 0, 8192)
+	}
+	b := cs.buf[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n <= 0 {
+			break
+		}
+		b = b[:len(b)+n]
+	}
+	cs.buf = b[:0]
+	pids := cs.pids[:0]
+	for f := range bytes.FieldsSeq(b) {
+		if pid, ok := atou(f); ok {
+			pids = append(pids, int(pid))
+		}
+	}
+	cs.pids = pids
+	return pids
 }
 
 // cgroupOf returns the cgroup v2 line of /proc/PID/cgroup ("0::/path\n"), "" when
@@ -167,13 +315,4 @@ func cgroupOf(pid int) string {
 		}
 	}
 	return ""
-}
-
-// orphanChildren lists the children of this process's main thread: the orphans
-// re-parented to this process are there, since the kernel hands them to the first
-// live thread of the subreaper, its leader while it lives (and Go never ends the
-// main thread). Children forked by other threads are listed under those threads;
-// the orphans are all that matter here.
-func orphanChildren() []int {
-	return readPids("/proc/self/task/" + strconv.Itoa(selfPid) + "/children")
 }

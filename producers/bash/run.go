@@ -35,19 +35,28 @@ type Result struct {
 // returned as Start returns them, with a zero Result. A foreground command takes no
 // input: c.Stdin must be StdinNone (else ErrStdin), and the command reads /dev/null.
 func (p *Producer) Run(ctx context.Context, c Command, timeout time.Duration) (Result, error) {
-	return p.RunProgress(ctx, c, timeout, 0, nil)
+	return p.RunWithProgress(ctx, c, timeout, Progress{})
 }
 
-// RunProgress is Run that also reports how the command is getting on: every
-// interval while it runs, progress is called on RunProgress's goroutine with n, the
-// number of intervals so far (1, 2, …), and the command's latest output line — the
-// line being written if it is not blank, else the last complete one that is not
-// ("" before any). A line ends at \n or \r (a progress bar redraws its line with
-// \r); the line is trimmed of surrounding space and comes from the output's last
-// ProgressWindow bytes. The Result is exactly Run's. progress should return
-// quickly: the timeout and ctx are watched between its calls. With interval ≤ 0
-// or progress nil it is Run.
-func (p *Producer) RunProgress(ctx context.Context, c Command, timeout, interval time.Duration, progress func(n int, line string)) (Result, error) {
+// Progress is how a foreground run reports how its command is getting on
+// (RunWithProgress). The zero value reports nothing.
+type Progress struct {
+	// Every is the interval between reports; ≤ 0: none.
+	Every time.Duration
+	// Report is called every interval on the runner's goroutine with n, the number
+	// of intervals so far (1, 2, …), and the command's latest output line — the
+	// line being written if it is not blank, else the last complete one that is not
+	// ("" before any). A line ends at \n or \r (a progress bar redraws its line with
+	// \r); it is trimmed of surrounding space and comes from the output's last 4 KiB,
+	// read without consuming. Report should return quickly: the timeout and ctx are
+	// watched between its calls. Nil: none.
+	Report func(n int, line string)
+}
+
+// RunWithProgress is Run that also reports how the command is getting on (see
+// Progress). The Result is exactly Run's.
+func (p *Producer) RunWithProgress(ctx context.Context, c Command, timeout time.Duration, pr Progress) (Result, error) {
+	interval, progress := pr.Every, pr.Report
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -101,14 +110,22 @@ wait:
 	return res, ctxErr
 }
 
-// ProgressWindow is how many of the output's last bytes RunProgress looks at for
-// the latest line.
-const ProgressWindow = 4 << 10
+// RunProgress is RunWithProgress with the interval and the report as arguments.
+//
+// Deprecated: use RunWithProgress, whose Progress keeps the interval away from the
+// timeout it used to sit next to.
+func (p *Producer) RunProgress(ctx context.Context, c Command, timeout, interval time.Duration, progress func(n int, line string)) (Result, error) {
+	return p.RunWithProgress(ctx, c, timeout, Progress{Every: interval, Report: progress})
+}
 
-// latestLine is the latest line in the last ProgressWindow bytes of out, read
+// progressWindow is how many of the output's last bytes RunWithProgress looks at
+// for the latest line.
+const progressWindow = 4 << 10
+
+// latestLine is the latest line in the last progressWindow bytes of out, read
 // without consuming (see RunProgress).
 func latestLine(out *output.Buffer) string {
-	data, _, _ := out.Peek(out.Written()-ProgressWindow, ProgressWindow)
+	data, _, _ := out.Peek(out.Written()-progressWindow, progressWindow)
 	return lastLine(data)
 }
 

@@ -38,8 +38,8 @@ func TestLastLine(t *testing.T) {
 	}
 }
 
-// RunProgress reports the latest line once per interval while the command runs, and
-// returns what Run would.
+// RunWithProgress reports the latest line once per interval while the command runs,
+// and returns what Run would.
 func TestRunProgress(t *testing.T) {
 	p := newTestProducer(t)
 	t.Run("each report carries the latest line, numbered in order", func(t *testing.T) {
@@ -57,7 +57,7 @@ func TestRunProgress(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			res, err := p.RunProgress(context.Background(), Command{Command: script}, time.Minute, 5*time.Millisecond, func(n int, line string) {
+			res, err := p.RunWithProgress(context.Background(), Command{Command: script}, time.Minute, Progress{Every: 5 * time.Millisecond, Report: func(n int, line string) {
 				mu.Lock()
 				ns = append(ns, n)
 				mu.Unlock()
@@ -66,7 +66,7 @@ func TestRunProgress(t *testing.T) {
 				default:
 				}
 				lines <- line
-			})
+			}})
 			done <- result{res, err}
 		}()
 		gate, err := os.OpenFile(fifo, os.O_WRONLY, 0)
@@ -109,12 +109,15 @@ func TestRunProgress(t *testing.T) {
 		want, err := p.Run(context.Background(), cmd, time.Minute)
 		require.NoError(t, err)
 		require.Contains(t, want.Output, "bytes left out", "the output must pass the read bound for this case")
-		got, err := p.RunProgress(context.Background(), cmd, time.Minute, time.Millisecond, func(int, string) {})
+		got, err := p.RunWithProgress(context.Background(), cmd, time.Minute, Progress{Every: time.Millisecond, Report: func(int, string) {}})
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
+		old, err := p.RunProgress(context.Background(), cmd, time.Minute, time.Millisecond, func(int, string) {})
+		require.NoError(t, err)
+		assert.Equal(t, want, old, "the deprecated RunProgress is RunWithProgress")
 	})
 	t.Run("the timeout still stops the command", func(t *testing.T) {
-		got, err := p.RunProgress(context.Background(), Command{Command: "echo started; sleep 60"}, 200*time.Millisecond, time.Millisecond, func(int, string) {})
+		got, err := p.RunWithProgress(context.Background(), Command{Command: "echo started; sleep 60"}, 200*time.Millisecond, Progress{Every: time.Millisecond, Report: func(int, string) {}})
 		require.NoError(t, err)
 		assert.True(t, got.TimedOut)
 		assert.Equal(t, "started\n", got.Output)

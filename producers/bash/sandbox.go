@@ -3,6 +3,7 @@ package bash
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -344,7 +345,10 @@ func (sp *sandboxPlan) command(bwrap, shell string, args []string, tty bool) (st
 // handles.) SIGKILL, settle and release are the containment's own.
 type sandboxJail struct {
 	jail
-	cg *taskCgroup // cgroup mode: the task's cgroup; nil in sweep mode
+	cg     *taskCgroup // cgroup mode: the task's cgroup; nil in sweep mode
+	info   *os.File    // read end of bwrap's --info-fd, between attach and started
+	infoW  *os.File    // its write end, bwrap's; closed here by started
+	initFD int         // pidfd of the sandbox's init (bwrap's child), or -1; set by started, closed by settle or release
 }
 
 // chooseSandbox sets up the sandbox state at New and, for a producer whose default
@@ -367,4 +371,16 @@ func sandboxName(sp *sandboxPlan) string {
 		return "off"
 	}
 	return sp.sandbox.String()
+}
+
+// environ is a sandboxed task's environment: env with TMPDIR=/tmp, the private
+// /tmp, whatever this process's TMPDIR, unless Command.Env (extra) sets it. os/exec
+// keeps the last of duplicate keys, so it goes at the end.
+func (sp *sandboxPlan) environ(env, extra []string) []string {
+	for _, kv := range extra {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			return env
+		}
+	}
+	return append(env, "TMPDIR=/tmp")
 }

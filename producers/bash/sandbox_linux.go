@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -140,13 +142,105 @@ func reapProbeInit(pid int) {
 	}
 }
 
-// settle is the containment's, but counts no leftovers: the moment the shell
-// exits, bwrap (the leader) exits too, its death kills the sandbox's init
-// (--die-with-parent), and the kernel kills every other process of the pid
-// namespace with it. What the shell left behind is already dead or dying when
-// settle looks, so how many there were is unknowable; the containment still
-// waits until none is left and reaps what became this process's.
+// settle is the containment's, then waits for the sandbox's init to be gone
+// (awaitInit), and counts no leftovers: the moment the shell exits, bwrap (the
+// leader) exits too, its death kills the sandbox's init (--die-with-parent), and
+// the kernel kills every other process of the pid namespace with it. What the
+// shell left behind is already dead or dying when settle looks, so how many there
+// were is unknowable.
 func (j *sandboxJail) settle(leader int) (int, error) {
 	_, err := j.jail.settle(leader)
-	return 0, err
+	return 0, errors.Join(err, j.awaitInit())
+}
+
+// attach gives cmd (bwrap, not yet started) a pipe as its last extra descriptor and
+// asks bwrap to report its child, the sandbox's init, there (--info-fd).
+func (j *sandboxJail) attach(cmd *exec.Cmd) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("bash: a pipe for bwrap's report: %w", err)
+	}
+	j.info, j.infoW = r, w
+	cmd.ExtraFiles = append(cmd.ExtraFiles, w)
+	fd := strconv.Itoa(2 + len(cmd.ExtraFiles))
+	for i, a := range cmd.Args {
+		if a == "--" { // the end of bwrap's options: paths before it are absolute
+			cmd.Args = append(cmd.Args[:i:i], append([]string{"--info-fd", fd}, cmd.Args[i:]...)...)
+			return nil
+		}
+	}
+	return errors.New("bash: no end of bwrap's options") // unreachable: sandboxPlan.command adds it
+}
+
+// started reads the sandbox init's pid from bwrap's report, right after bwrap has
+// been spawned (ok) or failed to be, and keeps a pidfd on it for settle: the
+// kernel kills the sandbox's processes when its init exits, but that init is the
+// last to finish exiting (it waits for the others), after the task's cgroup is
+// already empty. Without the report (bwrap failed before cloning) settle does not
+// wait for it.
+func (j *sandboxJail) started(ok bool, log *slog.Logger) {
+	defer func() {
+		j.info.Close()
+		j.info = nil
+	}()
+	j.infoW.Close()
+	j.infoW = nil
+	if !ok {
+		return
+	}
+	_ = j.info.SetReadDeadline(time.Now().Add(sweepTimeout))
+	var report struct {
+		Pid int `json:"child-pid"`
+	}
+	if err := json.NewDecoder(j.info).Decode(&report); err != nil || report.Pid <= 0 {
+		log.Warn("bash: no report of the sandbox's init from bwrap", "err", err)
+		return
+	}
+	fd, err := unix.PidfdOpen(report.Pid, 0)
+	if err != nil {
+		log.Warn("bash: a pidfd on the sandbox's init", "pid", report.Pid, "err", err)
+		return
+	}
+	j.initFD = fd
+}
+
+// awaitInit waits until the sandbox's init has exited, and with it every process
+// of the sandbox, then reaps it if it became this process's child (as a
+// subreaper's orphan) and nothing reaped it yet.
+func (j *sandboxJail) awaitInit() error {
+	if j.initFD < 0 {
+		return nil
+	}
+	defer func() {
+		_ = unix.Close(j.initFD)
+		j.initFD = -1
+	}()
+	deadline := time.Now().Add(sweepTimeout)
+	for {
+		pfd := []unix.PollFd{{Fd: int32(j.initFD), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, int(max(time.Until(deadline).Milliseconds(), 0)))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for the sandbox's init: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("the sandbox's init did not exit within %s", sweepTimeout)
+		}
+		break
+	}
+	var info unix.Siginfo
+	_ = unix.Waitid(unix.P_PIDFD, j.initFD, &info, unix.WEXITED|unix.WNOHANG, nil) // ECHILD: not ours, or reaped
+	return nil
+}
+
+// release closes what settle did not (a lifecycle that failed before it), then
+// releases the containment's jail.
+func (j *sandboxJail) release() error {
+	if j.initFD >= 0 {
+		_ = unix.Close(j.initFD)
+		j.initFD = -1
+	}
+	return j.jail.release()
 }

@@ -340,8 +340,9 @@ func TestProducerReportsItsSandbox(t *testing.T) {
 // process machinery of the whole suite — exit statuses but a signal from inside
 // (TestSandboxReportsAShellKilledFromInsideByItsExitCode), cancel and grace,
 // every escape and no-survivor test, foreground runs, pipe and terminal input,
-// output bounds, limits; in read-only those whose commands write nothing outside
-// /tmp. Not re-run: what the sandbox changes on purpose — host death
+// output bounds, limits; in read-only, whose processes run the same way and whose
+// mounts TestSandboxFilesystem pins, a few quick ones whose commands write nothing
+// outside /tmp (the suite is long under -race on a loaded machine). Not re-run: what the sandbox changes on purpose — host death
 // (TestSandboxHostDeath), sweep mode's blind spot (a sandbox has none), leftovers
 // counted in the detail (they die with the sandbox, uncounted), the /proc-level
 // race tests of the unsandboxed spawn.
@@ -358,8 +359,7 @@ var insideTheSandbox = map[SandboxMode][]string{
 		"TestWithoutGraceKillsATermIgnoringCommand", "TestAnInternalPanicFailsTheTaskAndStillLeavesNothing",
 	},
 	SandboxReadOnly: {
-		"TestCancel", "TestNoSurvivors", "TestNoSurvivorsInEveryStdinMode", "TestForegroundRun",
-		"TestPipeStdin", "TestTTYStdin", "TestCommandsHaveNoTerminalAndTheirOwnProcessGroup",
+		"TestCancel", "TestForegroundRun", "TestTTYStdin", "TestCommandsHaveNoTerminalAndTheirOwnProcessGroup",
 	},
 }
 
@@ -496,4 +496,91 @@ func TestSandboxRelativeWorkingDirectory(t *testing.T) {
 	out, o := sandboxed(t, p, Command{Command: "pwd; echo x > f && cat f", Dir: filepath.Base(ws)})
 	assert.Equal(t, "exit code: 0", o.Detail)
 	assert.Equal(t, ws+"\nx\n", out)
+}
+
+// TMPDIR is the private /tmp inside a sandbox, whatever this process's, unless the
+// command sets its own.
+func TestSandboxTMPDIR(t *testing.T) {
+	requireSandbox(t)
+	t.Setenv("TMPDIR", "/var/tmp")
+	p := newTestProducer(t, WithSandbox(Sandbox{Mode: SandboxReadOnly}))
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"this process's is replaced", nil, "/tmp\n"},
+		{"the command's own is kept", []string{"TMPDIR=/tmp/own"}, "/tmp/own\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, o := sandboxed(t, p, Command{Command: `echo "$TMPDIR"`, Dir: t.TempDir(), Env: tc.env})
+			assert.Equal(t, "exit code: 0", o.Detail)
+			assert.Equal(t, tc.want, out)
+		})
+	}
+}
+
+// BenchmarkSandboxTrue is one /bin/true per iteration through Start and Done, per
+// containment mode, without a sandbox and in each sandbox mode, so that benchstat
+// can compare the columns (make bench has the same comparison as a table row).
+func BenchmarkSandboxTrue(b *testing.B) {
+	if _, _, err := probeSandbox(DefaultBwrap, DefaultShell); err != nil {
+		b.Skipf("no sandbox here: %v", err)
+	}
+	for _, mode := range []Containment{CgroupContainment, SweepContainment} {
+		for _, sm := range []SandboxMode{SandboxOff, SandboxReadOnly, SandboxWorkspaceWrite} {
+			b.Run("mode="+mode.String()+"/sandbox="+sm.String(), func(b *testing.B) {
+				p := New(WithSpillDir(b.TempDir()), WithContainment(mode), WithSandbox(Sandbox{Mode: sm}))
+				if p.startErr != nil {
+					b.Skip(p.startErr)
+				}
+				dir := b.TempDir()
+				for b.Loop() {
+					h, err := p.Start(Command{Command: "/bin/true", Dir: dir})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if o := <-h.Done; o.Detail != "exit code: 0" {
+						b.Fatalf("outcome %+v", o)
+					}
+					h.Release()
+				}
+			})
+		}
+	}
+}
+
+// Once a sandboxed task has settled, nothing of its sandbox is alive: not the
+// processes its shell left (and not the sandbox's init, which the kernel lets
+// finish last, after the task's cgroup is already empty: settle waits for it). Run a few times per mode: the window between the
+// cgroup's emptying and the init's exit is short; the escape tests inside the
+// sandbox (a 127-process fork bomb) hit it under load before settle waited for the
+// init.
+func TestNothingOfTheSandboxOutlivesDone(t *testing.T) {
+	requireSandbox(t)
+	forEachMode(t, func(t *testing.T, mode Option) {
+		p := newTestProducer(t, mode, WithSandbox(Sandbox{Mode: SandboxReadOnly}))
+		for i := range 3 {
+			// Each background process reports its pid and start time; with the
+			// namespace, that is its identity (aliveInNamespace).
+			h := startTask(t, p, Command{
+				Command: `readlink /proc/self/ns/pid; for i in $(seq 10); do sleep 1000 & echo "$! $(cut -d" " -f22 /proc/$!/stat)"; done; setsid sleep 1000 & echo "$! $(cut -d" " -f22 /proc/$!/stat)"`,
+				Dir:     t.TempDir(),
+			})
+			o := h.awaitDone(t, settleLimit)
+			require.Equal(t, "exit code: 0", o.Detail, "run %d", i)
+			lines := strings.Split(strings.TrimSpace(h.ReadOutput()), "\n")
+			require.Len(t, lines, 12, "run %d", i)
+			ns := lines[0]
+			require.True(t, strings.HasPrefix(ns, "pid:["), "run %d: %q", i, ns)
+			for _, l := range lines[1:] {
+				var pid int
+				var start uint64
+				_, err := fmt.Sscanf(l, "%d %d", &pid, &start)
+				require.NoError(t, err, "run %d: %q", i, l)
+				require.Zero(t, aliveInNamespace(t, ns, pid, start), "run %d: process %d of the settled task's sandbox is alive", i, pid)
+			}
+			requireQuiet(t, p)
+		}
+	})
 }

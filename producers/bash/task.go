@@ -113,6 +113,16 @@ func (p *Producer) start(c Command) (*task, error) {
 		return nil, fmt.Errorf("%w: %s limits need cgroup containment, and this producer uses %s mode (%s)",
 			ErrLimitsUnavailable, lim.names(), p.mode, p.detail)
 	}
+	seq := p.seq.Add(1)
+	marker := p.prefix + fmt.Sprint(seq)
+	extraEnv := c.Env
+	if tty {
+		extraEnv = append([]string{"TERM=dumb"}, c.Env...) // Command.Env may set another
+	}
+	env, err := environ(extraEnv, marker)
+	if err != nil {
+		return nil, err
+	}
 	if c.Dir != "" {
 		// os/exec reports a missing directory as the shell not being found; say what
 		// is really wrong.
@@ -126,18 +136,8 @@ func (p *Producer) start(c Command) (*task, error) {
 	if err != nil {
 		return nil, err
 	}
-	seq := p.seq.Add(1)
-	marker := p.prefix + fmt.Sprint(seq)
-	extraEnv := c.Env
-	if tty {
-		extraEnv = append([]string{"TERM=dumb"}, extraEnv...) // Command.Env may set another
-	}
 	if sb != nil {
-		extraEnv = append([]string{"TMPDIR=/tmp"}, extraEnv...) // the private /tmp, whatever this process uses
-	}
-	env, err := environ(extraEnv, marker)
-	if err != nil {
-		return nil, err
+		env = sb.environ(env, c.Env)
 	}
 	log := p.cfg.logger.With("marker", marker)
 
@@ -154,8 +154,10 @@ func (p *Producer) start(c Command) (*task, error) {
 	} else {
 		j = &sweepJail{marker: marker, subreaper: p.cfg.subreaper, log: log}
 	}
+	var sj *sandboxJail
 	if sb != nil {
-		j = &sandboxJail{jail: j, cg: cg}
+		sj = &sandboxJail{jail: j, cg: cg, initFD: -1}
+		j = sj
 	}
 	fail := func(err error) (*task, error) {
 		if cg != nil {
@@ -194,6 +196,12 @@ func (p *Producer) start(c Command) (*task, error) {
 	if script != nil {
 		cmd.ExtraFiles = []*os.File{script} // descriptor 3
 	}
+	if sj != nil {
+		if err := sj.attach(cmd); err != nil {
+			st.closeOurs()
+			return fail(err)
+		}
+	}
 	// A new session detaches the command from any controlling terminal; sweep mode
 	// also finds the task by it. In cgroup mode, when this process has no terminal
 	// to detach from, a new process group is enough, and saves what a session costs
@@ -202,6 +210,9 @@ func (p *Producer) start(c Command) (*task, error) {
 	// In a sandbox the shell takes its terminal as its controlling terminal itself
 	// (setsid --ctty), so that bwrap, the leader, has none (see sandboxPlan.command).
 	err = spawn(cmd, cg, cg == nil || p.ctty || tty, tty && sb == nil)
+	if sj != nil {
+		sj.started(err == nil, log)
+	}
 	if cerr := st.closeChild(); err == nil && cerr != nil {
 		err = cerr // unreachable in practice; the child would hold the only writer
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/taskrt/taskrt/messages"
 )
@@ -47,6 +48,7 @@ type Buffer struct {
 	file      *os.File   // spill file, nil until needed and after release
 	path      string     // spill file path, "" until created
 	fileLen   int64      // the spill file holds stream bytes [0, fileLen)
+	planned   int64      // bytes the writer is writing to the spill file without the lock
 	notKept   string     // why output past fileLen is not saved; "" while spilling works
 	read      int64      // consuming read cursor
 	closed    bool       // the writer is done: no byte will follow
@@ -85,6 +87,14 @@ func (o *Buffer) Write(p []byte) (int, error) {
 		return 0, nil
 	}
 	o.mu.Lock()
+	if f, n := o.spillPlan(p); f != nil {
+		// The disk write happens without the lock, so that readers never wait for
+		// it; p becomes readable once it is in the file and in memory both.
+		o.mu.Unlock()
+		written, err := f.Write(p[:n])
+		o.mu.Lock()
+		o.spilled(f, n, written, err)
+	}
 	o.write(p)
 	grow := o.onGrow
 	o.mu.Unlock()
@@ -92,6 +102,55 @@ func (o *Buffer) Write(p []byte) (int, error) {
 		grow()
 	}
 	return len(p), nil
+}
+
+// spillPlan decides what of p, which starts at offset o.written, goes through to
+// the spill file, creating the file (with the head so far) when the output first
+// outgrows spillAt: the file and how many bytes to write to it, which the writer
+// does without the lock (see Write). Callers hold o.mu.
+func (o *Buffer) spillPlan(p []byte) (*os.File, int) {
+	if o.notKept != "" || o.removed {
+		return nil, 0
+	}
+	if o.file == nil {
+		if o.written+int64(len(p)) <= o.spillAt {
+			return nil, 0
+		}
+		f, err := os.CreateTemp(o.spillDir, o.prefix+"*.out")
+		if err != nil {
+			o.spillFailed(err)
+			return nil, 0
+		}
+		o.file, o.path = f, f.Name()
+		// written <= spillAt <= headCap here, so the head holds every byte so far.
+		o.writeFile(o.head[:min(int64(len(o.head)), o.spillCap)])
+		if o.notKept != "" {
+			return nil, 0
+		}
+	}
+	n := min(int64(len(p)), o.spillCap-o.fileLen-o.planned)
+	if n <= 0 {
+		return nil, 0
+	}
+	o.planned += n
+	return o.file, int(n)
+}
+
+// spilled records the spill write that spillPlan planned (planned bytes, written
+// of them, err). Callers hold o.mu.
+func (o *Buffer) spilled(f *os.File, planned, written int, err error) {
+	o.planned -= int64(planned)
+	if o.removed || o.file != f {
+		return // RemoveSpill closed it meanwhile: whatever the write did no longer matters
+	}
+	o.fileLen += int64(written)
+	if err != nil {
+		o.spillFailed(err)
+		return
+	}
+	if o.notKept == "" && o.fileLen >= o.spillCap {
+		o.notKept = fmt.Sprintf("spill file cap of %d bytes reached", o.spillCap)
+	}
 }
 
 // WriteString is Write for a string.
@@ -113,9 +172,8 @@ func (o *Buffer) Written() int64 {
 	return o.written
 }
 
-// write appends p to the stream. Callers hold o.mu.
+// write appends p to the stream's memory. Callers hold o.mu.
 func (o *Buffer) write(p []byte) {
-	o.spill(p)
 	if n := min(o.headCap-len(o.head), len(p)); n > 0 {
 		o.head = append(o.head, p[:n]...)
 		o.written += int64(n)
@@ -140,34 +198,6 @@ func (o *Buffer) write(p []byte) {
 	if over := o.ringLen - o.tailCap; over > 0 {
 		o.ringStart = (o.ringStart + over) % o.tailCap
 		o.ringLen = o.tailCap
-	}
-}
-
-// spill writes p, which starts at offset o.written, through to the spill file,
-// creating the file (with the head so far) when the output first outgrows spillAt.
-// Callers hold o.mu.
-func (o *Buffer) spill(p []byte) {
-	if o.notKept != "" || o.removed {
-		return
-	}
-	if o.file == nil {
-		if o.written+int64(len(p)) <= o.spillAt {
-			return
-		}
-		f, err := os.CreateTemp(o.spillDir, o.prefix+"*.out")
-		if err != nil {
-			o.spillFailed(err)
-			return
-		}
-		o.file, o.path = f, f.Name()
-		// written <= spillAt <= headCap here, so the head holds every byte so far.
-		o.writeFile(o.head[:min(int64(len(o.head)), o.spillCap)])
-	}
-	if n := min(int64(len(p)), o.spillCap-o.fileLen); n > 0 && o.notKept == "" {
-		o.writeFile(p[:n])
-	}
-	if o.notKept == "" && o.fileLen >= o.spillCap {
-		o.notKept = fmt.Sprintf("spill file cap of %d bytes reached", o.spillCap)
 	}
 }
 
@@ -268,18 +298,23 @@ type span struct{ from, to int64 }
 // safely: at most maxRead bytes of output, as the delta's head and tail around a
 // marker line when the delta is larger or when some of it was not kept. While the
 // writer is open, a trailing incomplete UTF-8 sequence is held back for the next read.
+//
+// The bytes are copied under the buffer's lock and rendered after it is released,
+// so that the writer never waits for a rendering.
 func (o *Buffer) Read() string {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	from, end := o.read, o.written
 	if !o.closed {
 		end -= o.incompleteTail(from, end)
 	}
 	if end <= from {
+		o.mu.Unlock()
 		return ""
 	}
 	o.read = end
-	return o.render(from, end)
+	ps := o.pieces(from, end)
+	o.mu.Unlock()
+	return assemble(ps)
 }
 
 // ReadMatch looks for re in the unread output still held in memory (the head and the
@@ -315,20 +350,20 @@ func (o *Buffer) ReadMatch(re *regexp.Regexp) (out, match string, ok bool) {
 	return "", "", false
 }
 
-// Peek returns up to max raw bytes of the output from offset off on, without moving
+// Peek returns up to maxBytes raw bytes of the output from offset off on, without moving
 // the consuming cursor: next is the offset after the returned bytes, and missed how
 // many bytes from off on are no longer held (between the head and the tail, past
 // the spill cap) and were skipped. Past the end it returns no bytes and next = off.
-func (o *Buffer) Peek(off int64, max int) (data []byte, next, missed int64) {
+func (o *Buffer) Peek(off int64, maxBytes int) (data []byte, next, missed int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	off = maxInt64(off, 0)
-	if off >= o.written || max <= 0 {
+	if off >= o.written || maxBytes <= 0 {
 		return nil, off, 0
 	}
 	avail := []span{{0, maxInt64(int64(len(o.head)), o.filePrefix())}, {o.tailStart(), o.written}}
 	for _, s := range intersect([]span{{off, o.written}}, avail) {
-		s.to = minInt64(s.to, s.from+int64(max))
+		s.to = minInt64(s.to, s.from+int64(maxBytes))
 		b, err := o.fetch(s)
 		if err != nil {
 			continue
@@ -348,7 +383,18 @@ func (o *Buffer) memorySpans() []span {
 }
 
 // render returns the stream range [from, end) as Read shows it. Callers hold o.mu.
-func (o *Buffer) render(from, end int64) string {
+func (o *Buffer) render(from, end int64) string { return assemble(o.pieces(from, end)) }
+
+// piece is a part of a rendered read: stream bytes to render safely, or a marker
+// line.
+type piece struct {
+	raw    []byte
+	marker string
+}
+
+// pieces returns the stream range [from, end) as Read shows it, not yet rendered:
+// the bytes shown (copies) and the marker lines between them. Callers hold o.mu.
+func (o *Buffer) pieces(from, end int64) []piece {
 	want := []span{{from, end}}
 	if end-from > int64(o.maxRead) {
 		left := int64(o.maxRead / 2)
@@ -357,10 +403,10 @@ func (o *Buffer) render(from, end int64) string {
 	kept := max(int64(len(o.head)), o.filePrefix())
 	shown := intersect(want, []span{{0, kept}, {o.tailStart(), o.written}})
 
-	var sb strings.Builder
+	var ps []piece
 	cursor := from
 	for _, s := range shown {
-		b, err := o.fetch(s)
+		b, err := o.fetchInto(rawBuf(int(s.to-s.from)), s)
 		if err != nil {
 			o.log.Warn("reading spill file", "path", o.path, "err", err)
 			continue // the span is reported as left out below
@@ -377,43 +423,96 @@ func (o *Buffer) render(from, end int64) string {
 			continue
 		}
 		if s.from > cursor {
-			o.marker(&sb, span{cursor, s.from})
+			ps = append(ps, piece{marker: o.markerLine(span{cursor, s.from})})
 		}
-		renderSafe(&sb, b)
+		ps = append(ps, piece{raw: b})
 		cursor = s.to
 	}
 	if cursor < end {
-		o.marker(&sb, span{cursor, end})
+		ps = append(ps, piece{marker: o.markerLine(span{cursor, end})})
+	}
+	return ps
+}
+
+// assemble renders pieces: bytes safely, each marker on a line of its own. The
+// pieces' bytes go back to the pool once rendered.
+func assemble(ps []piece) string {
+	if len(ps) == 1 && ps[0].marker == "" && utf8.Valid(ps[0].raw) && bytes.IndexByte(ps[0].raw, 0) < 0 {
+		// The bytes are fetch's copy, referenced nowhere else: the string takes
+		// them over instead of copying them once more.
+		return unsafe.String(unsafe.SliceData(ps[0].raw), len(ps[0].raw))
+	}
+	var sb strings.Builder
+	size := 0
+	for _, p := range ps {
+		// A NUL renders as three bytes; so does an invalid byte, which is rare
+		// enough to leave to the builder's growth.
+		size += len(p.raw) + 2*bytes.Count(p.raw, []byte{0}) + len(p.marker) + 1
+	}
+	sb.Grow(size)
+	for _, p := range ps {
+		if p.marker == "" {
+			renderSafe(&sb, p.raw)
+			putRawBuf(p.raw)
+			continue
+		}
+		if sb.Len() > 0 && !strings.HasSuffix(sb.String(), "\n") {
+			sb.WriteByte('\n')
+		}
+		sb.WriteString(p.marker)
 	}
 	return sb.String()
 }
 
-// marker writes the one-line account of the omitted span s. Callers hold o.mu.
-func (o *Buffer) marker(sb *strings.Builder, s span) {
-	if sb.Len() > 0 && !strings.HasSuffix(sb.String(), "\n") {
-		sb.WriteByte('\n')
+// rawBufs holds the byte copies of reads being rendered, for reuse: a flood's
+// reads would otherwise leave one maxRead-sized copy each for the collector.
+var rawBufs sync.Pool
+
+// rawBuf returns an empty slice with room for n bytes.
+func rawBuf(n int) []byte {
+	if p, ok := rawBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:0]
 	}
+	return make([]byte, 0, n)
+}
+
+// putRawBuf returns b's memory to the pool; b must be referenced nowhere else.
+func putRawBuf(b []byte) {
+	if cap(b) < 4<<10 || cap(b) > 1<<20 {
+		return
+	}
+	b = b[:0]
+	rawBufs.Put(&b)
+}
+
+// markerLine is the one-line account of the omitted span s, with its line end.
+// Callers hold o.mu.
+func (o *Buffer) markerLine(s span) string {
+	var sb strings.Builder
 	n := s.to - s.from
 	saved := max(0, min(s.to, o.filePrefix())-s.from)
-	fmt.Fprintf(sb, "[... %d bytes left out (output offsets %d-%d)", n, s.from, s.to)
+	fmt.Fprintf(&sb, "[... %d bytes left out (output offsets %d-%d)", n, s.from, s.to)
 	switch {
 	case saved == n:
-		fmt.Fprintf(sb, "; saved in %s at the same offsets", o.path)
+		fmt.Fprintf(&sb, "; saved in %s at the same offsets", o.path)
 	case saved > 0:
-		fmt.Fprintf(sb, "; offsets %d-%d saved in %s, the other %d bytes not kept", s.from, s.from+saved, o.path, n-saved)
+		fmt.Fprintf(&sb, "; offsets %d-%d saved in %s, the other %d bytes not kept", s.from, s.from+saved, o.path, n-saved)
 		if o.notKept != "" {
-			fmt.Fprintf(sb, " (%s)", o.notKept)
+			fmt.Fprintf(&sb, " (%s)", o.notKept)
 		}
 	case o.notKept != "":
-		fmt.Fprintf(sb, "; not kept (%s)", o.notKept)
+		fmt.Fprintf(&sb, "; not kept (%s)", o.notKept)
 	}
 	sb.WriteString(" ...]\n")
+	return sb.String()
 }
 
 // fetch copies the stream bytes of s, which must be available, from memory or the
 // spill file. Callers hold o.mu.
-func (o *Buffer) fetch(s span) ([]byte, error) {
-	b := make([]byte, 0, s.to-s.from)
+func (o *Buffer) fetch(s span) ([]byte, error) { return o.fetchInto(make([]byte, 0, s.to-s.from), s) }
+
+// fetchInto is fetch appending to b. Callers hold o.mu.
+func (o *Buffer) fetchInto(b []byte, s span) ([]byte, error) {
 	tailStart := o.tailStart()
 	for off := s.from; off < s.to; {
 		switch {
@@ -522,22 +621,45 @@ func alignEnd(b []byte) int {
 
 // renderSafe writes b as valid UTF-8: each invalid byte becomes U+FFFD and each NUL
 // byte becomes U+2400 (SYMBOL FOR NULL), so binary output cannot corrupt a transcript.
+// Runs of plain ASCII and of NUL bytes are written whole, so a flood of either costs
+// a copy, not a decode per byte.
 func renderSafe(sb *strings.Builder, b []byte) {
 	if utf8.Valid(b) && bytes.IndexByte(b, 0) < 0 {
 		sb.Write(b)
 		return
 	}
-	sb.Grow(len(b) + len(b)/2)
 	for len(b) > 0 {
+		i := 0
+		for i < len(b) && b[i] != 0 && b[i] < utf8.RuneSelf {
+			i++
+		}
+		if i > 0 {
+			sb.Write(b[:i])
+			b = b[i:]
+			continue
+		}
+		if b[0] == 0 {
+			n := 1
+			for n < len(b) && b[n] == 0 {
+				n++
+			}
+			b = b[n:]
+			for ; n > 0; n -= len(nulRun) / len(nulSymbol) {
+				sb.WriteString(nulRun[:min(n, len(nulRun)/len(nulSymbol))*len(nulSymbol)])
+			}
+			continue
+		}
 		r, size := utf8.DecodeRune(b)
-		switch {
-		case r == utf8.RuneError && size == 1:
+		if r == utf8.RuneError && size == 1 {
 			sb.WriteString("\uFFFD")
-		case r == 0:
-			sb.WriteString("\u2400")
-		default:
+		} else {
 			sb.Write(b[:size])
 		}
 		b = b[size:]
 	}
 }
+
+const nulSymbol = "\u2400"
+
+// nulRun is 256 NUL symbols, written whole for a run of NUL bytes.
+var nulRun = strings.Repeat(nulSymbol, 256)

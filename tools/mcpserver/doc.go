@@ -37,10 +37,26 @@
 // with its HTTP request when the client disconnects mid-call. Sessions never see
 // each other's tasks: another session's task id reads exactly like an unknown one.
 //
-// Only the protocol versions with sessions are offered (2025-11-25 and earlier).
-// Version 2026-07-28 is sessionless, so it would leave nothing to own a task and no
-// end at which to kill it; clients fall back. MCP's own protocol-level tasks
-// (tasks/get, …) are not offered either: taskrt's ids are the only task ids.
+// # The sessionless revision
+//
+// Requests of the sessionless revision 2026-07-28 (they name it in their own
+// _meta) are served beside sessions, in their own era: their owner is a scope, a
+// server-minted handle a background start returns (in its text and as
+// structuredContent.scope) and every task tool takes as the argument scope. A
+// scope has an idle lease (WithSessionTimeout); when it lapses, or the tool
+// scope_close ends it, its owner is disposed as a session's is. A request never
+// reaches the other era's owners. See sessionless.go. A newer revision is refused
+// with -32022, whose data lists the revisions served, so that a client falls back.
+//
+// # Protocol-level tasks
+//
+// A session at 2025-11-25 over stdio or streamable HTTP is also offered MCP's own
+// tasks (SEP-1686): capabilities.tasks, execution.taskSupport "optional" on bash,
+// and tasks/get, tasks/result, tasks/cancel and tasks/list. A task-augmented bash
+// call becomes a taskrt task of the session's owner (bash-N) whose work is the
+// foreground call itself; its MCP task id is random and maps to the runtime's id
+// (given in _meta["taskrt/task_id"]). See tasks.go for the rules, and
+// docs/mcp-revisions.md.
 //
 // # Notices
 //

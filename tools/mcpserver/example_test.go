@@ -25,7 +25,8 @@ func Example() {
 	clientEnd, serverEnd := mcp.NewInMemoryTransports()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, serverEnd) }()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "example", Version: "1"}, nil).Connect(ctx, clientEnd, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "example", Version: "1"}, nil).Connect(ctx, clientEnd,
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}) // a session: its owner owns the tasks
 	if err != nil {
 		panic(err)
 	}

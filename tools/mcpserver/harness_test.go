@@ -95,7 +95,7 @@ func connectStdio(t *testing.T, srv *mcpserver.Server) *client {
 		sv.err = srv.Serve(bg, &mcp.IOTransport{Reader: toServer, Writer: fromServer})
 	}()
 	mc, c := newClient()
-	cs, err := mc.Connect(bg, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+	cs, err := mc.Connect(bg, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, sessionOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestCancelledRequest(t *testing.T) {
 	}()
 	mc, c := newClient()
 	rec := &recording{Transport: ct, received: make(chan jsonrpc.Message, 256)}
-	cs, err := mc.Connect(bg, rec, nil)
+	cs, err := mc.Connect(bg, rec, sessionOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -38,6 +40,9 @@ const sessionHeader = "Mcp-Session-Id"
 type httpHandler struct {
 	s   *Server
 	sdk *mcp.StreamableHTTPHandler
+	// stateless serves the sessionless revision's requests (go-sdk serves
+	// 2026-07-28 over HTTP only in its stateless mode); see sessionless.go.
+	stateless *mcp.StreamableHTTPHandler
 
 	mu    sync.Mutex // protects posts
 	posts map[string]context.Context
@@ -62,6 +67,11 @@ func (s *Server) HTTPHandler() http.Handler {
 			MaxRequestBodyBytes: s.cfg.maxRequestBytes,
 			Logger:              s.log,
 		})
+		s.http.stateless = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+			Stateless:           true,
+			MaxRequestBodyBytes: s.cfg.maxRequestBytes,
+			Logger:              s.log,
+		})
 	})
 	return s.http
 }
@@ -82,6 +92,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key := rand.Text()
 		r = r.Clone(r.Context())
 		r.Header.Set(callHeader, key)
+		sessionlessBody := h.carryBody(r)
 		h.mu.Lock()
 		h.posts[key] = r.Context()
 		h.mu.Unlock()
@@ -90,6 +101,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			delete(h.posts, key)
 			h.mu.Unlock()
 		}()
+		if sessionlessBody && r.Header.Get(sessionHeader) == "" {
+			h.stateless.ServeHTTP(w, r) // a sessionless request: no session to find
+			return
+		}
 	case http.MethodDelete:
 		r.Header.Del(callHeader)
 		if sess := h.s.lookupID(r.Header.Get(sessionHeader)); sess != nil {
@@ -105,6 +120,27 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(callHeader)
 	}
 	h.sdk.ServeHTTP(w, r)
+}
+
+// carryBody carries task params past the SDK's decoder (see carry.go). A body
+// over the size cap, or one that cannot be read, goes on as it came, for the SDK
+// to refuse. It reports whether the body names the sessionless revision.
+func (h *httpHandler) carryBody(r *http.Request) bool {
+	limit := h.s.cfg.maxRequestBytes
+	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil || int64(len(buf)) > limit {
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+		return false
+	}
+	out := carry(buf, streamHTTP)
+	r.Body = readCloser{bytes.NewReader(out), r.Body}
+	r.ContentLength = int64(len(out))
+	return namesSessionless(buf)
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // rebound reports whether r arrived on a loopback address with a Host that is not

@@ -74,7 +74,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func connectHTTP(t *testing.T, hs *httptest.Server, token string) *client {
 	t.Helper()
 	mc, c := newClient()
-	cs, err := mc.Connect(bg, &mcp.StreamableClientTransport{Endpoint: hs.URL + mcpserver.Path, HTTPClient: httpClient(t, token)}, nil)
+	cs, err := mc.Connect(bg, &mcp.StreamableClientTransport{Endpoint: hs.URL + mcpserver.Path, HTTPClient: httpClient(t, token)}, sessionOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +512,7 @@ func TestHTTPToken(t *testing.T) {
 	}
 	t.Run("the SDK client with a wrong token cannot connect", func(t *testing.T) {
 		mc, _ := newClient()
-		_, err := mc.Connect(bg, &mcp.StreamableClientTransport{Endpoint: hs.URL + mcpserver.Path, HTTPClient: httpClient(t, "wrong")}, nil)
+		_, err := mc.Connect(bg, &mcp.StreamableClientTransport{Endpoint: hs.URL + mcpserver.Path, HTTPClient: httpClient(t, "wrong")}, sessionOpts)
 		if err == nil {
 			t.Error("Connect succeeded")
 		}

@@ -4,33 +4,7 @@ package mcpserver
 
 import (
 	"testing"
-
-	"github.com/taskrt/taskrt/messages"
-	"github.com/taskrt/taskrt/tools"
 )
-
-func TestNoticeTaskID(t *testing.T) {
-	tests := []struct {
-		name   string
-		text   string
-		want   messages.TaskID
-		wantOK bool
-	}{
-		{"reads the id of the tools package's notice",
-			tools.NoticeText(messages.Snapshot{ID: "bash-12", Kind: "bash", Label: "make test", Status: messages.Completed, Detail: "exit code: 0"}), "bash-12", true},
-		{"a label with spaces does not matter",
-			tools.NoticeText(messages.Snapshot{ID: "subagent-3", Kind: "subagent", Label: "a b (c)", Status: messages.Failed}), "subagent-3", true},
-		{"another text names no task", "something else", "", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := noticeTaskID(tc.text)
-			if got != tc.want || ok != tc.wantOK {
-				t.Errorf("noticeTaskID(%q) = %q, %v; want %q, %v", tc.text, got, ok, tc.want, tc.wantOK)
-			}
-		})
-	}
-}
 
 func TestIsLoopback(t *testing.T) {
 	tests := []struct {

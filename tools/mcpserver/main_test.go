@@ -23,6 +23,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var bg = context.Background()
 
+// sessionOpts make the SDK's client open a 2025-11-25 session: by default go-sdk
+// v1.8.0 speaks the sessionless 2026-07-28 first, and the server serves it.
+var sessionOpts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 // newServer starts a Server and registers its Close and the zero-state check: no
 // task, agent or actor is left in its runtime.
 func newServer(t testing.TB, opts ...mcpserver.Option) *mcpserver.Server {
@@ -104,7 +108,7 @@ func serve(t *testing.T, srv *mcpserver.Server) (*client, *serving) {
 	}()
 	mc, c := newClient()
 	c.conn = &cuttable{Transport: ct}
-	cs, err := mc.Connect(bg, c.conn, nil)
+	cs, err := mc.Connect(bg, c.conn, sessionOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

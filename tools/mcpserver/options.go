@@ -37,6 +37,8 @@ type config struct {
 	sessionTimeout  time.Duration // 0: never
 	maxRequestBytes int64
 	pageEventBuffer int
+	taskAfter       time.Duration // sessionless tasks extension (tasksext.go)
+	noSessionless   bool          // serve only the revisions with sessions
 	logger          *slog.Logger
 	startKeys       bool         // bash offers key (tools.WithStartKeys)
 	sandbox         bash.Sandbox // of every command (WithSandbox)
@@ -49,6 +51,7 @@ func defaultConfig() config {
 		sessionTimeout:  DefaultSessionTimeout,
 		maxRequestBytes: DefaultMaxRequestBytes,
 		pageEventBuffer: DefaultPageEventBuffer,
+		taskAfter:       DefaultTaskAfter,
 		logger:          slog.New(slog.DiscardHandler),
 	}
 }
@@ -161,4 +164,25 @@ func WithGlobalLimit(n int) Option {
 			c.globalLimit = n
 		}
 	})
+}
+
+// WithTaskAfter sets how long a foreground bash call of a sessionless client that
+// declares the tasks extension (io.modelcontextprotocol/tasks) runs before the
+// call is answered as a task (default DefaultTaskAfter). Values <= 0 keep the
+// default.
+func WithTaskAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.taskAfter = d
+		}
+	})
+}
+
+// WithoutSessionless serves only the protocol revisions with sessions (up to
+// 2025-11-25): a 2026-07-28 request is refused with -32022, whose list of
+// supported revisions makes the client fall back to a session (as Claude Code
+// does). Use it to keep a client that tries 2026-07-28 first on one owner per
+// session.
+func WithoutSessionless() Option {
+	return optionFunc(func(c *config) { c.noSessionless = true })
 }

@@ -498,7 +498,7 @@ func (p *pageHandler) findTask(ctx context.Context, id messages.TaskID) (message
 		owners = append(owners, owner)
 	}
 	p.s.mu.Unlock()
-	if kind, _, ok := strings.Cut(string(id), "-"); !ok || !messages.KindPattern.MatchString(kind) {
+	if kind, _, ok := strings.Cut(string(id), "-"); !ok || !messages.KindPattern().MatchString(kind) {
 		return "", messages.Snapshot{}, messages.ErrTaskNotFound
 	}
 	for _, owner := range append(owners, "") {

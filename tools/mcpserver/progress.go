@@ -23,7 +23,7 @@ func withReporter(ctx context.Context, r reporter) context.Context {
 }
 
 // runner is the bash tool's tools.BashRunner: the producer itself, and for a
-// foreground command whose context carries a reporter, the producer's RunProgress:
+// foreground command whose context carries a reporter, the producer's RunWithProgress:
 // once per interval the reporter gets the latest output line. The result is the
 // producer's, so every string the model sees is the same with or without progress.
 type runner struct {
@@ -33,7 +33,8 @@ type runner struct {
 
 func (r runner) Spec(owner messages.AgentID, c bash.Command) messages.Spec { return r.p.Spec(owner, c) }
 
-func (r runner) Run(ctx context.Context, c bash.Command, timeout time.Duration) (bash.Result, error) {
+func (r runner) Run(ctx context.Context, c bash.Command, timeout time.Duration) (res bash.Result, err error) {
+	defer func() { captured(ctx, res) }() // a protocol task's outcome (tasks.go)
 	report, ok := ctx.Value(reporterKey{}).(reporter)
 	if !ok {
 		return r.p.Run(ctx, c, timeout)
@@ -55,11 +56,11 @@ func (r runner) Run(ctx context.Context, c bash.Command, timeout time.Duration) 
 		close(latest)
 		sender.Wait()
 	}()
-	return r.p.RunProgress(ctx, c, timeout, r.interval, func(n int, line string) {
+	return r.p.RunWithProgress(ctx, c, timeout, bash.Progress{Every: r.interval, Report: func(n int, line string) {
 		select { // only this goroutine sends: after the drain, the send cannot block
 		case <-latest:
 		default:
 		}
 		latest <- progress{n, tools.Label(line)}
-	})
+	}})
 }

@@ -63,8 +63,13 @@ type Server struct {
 	// taken after it subscribed to the runtime's events, never misses a registered
 	// owner nor lists one whose disposal it will not hear of.
 	owners map[messages.AgentID]*session
+	// streams are the stdio streams connected and not yet initialized, by key
+	// (see carry.go): a session's initialize takes its stream.
+	streams map[string]*stream
 
 	wg sync.WaitGroup // each session's watcher and log sender
+
+	scopes scopes // the sessionless era's owners (sessionless.go)
 
 	httpOnce sync.Once
 	http     *httpHandler
@@ -79,15 +84,15 @@ type Server struct {
 
 // phase is the Server's lifecycle:
 //
-//	open ──Close──▶ closing ──(sessions ended, runtime closed)──▶ closed
+//	open ──Close──▶ closing ──(sessions ended, runtime closed)──▶ (the closed channel is closed)
 //
-// Sessions begin only while open.
+// Sessions begin only while open. The end of the teardown is not a phase: nothing
+// asks for it but Close, which waits on the closed channel.
 type phase int
 
 const (
 	open phase = iota
 	closing
-	closed
 )
 
 // New creates a Server: a runtime, a bash producer, the task tools attached to the
@@ -134,6 +139,7 @@ func New(opts ...Option) (*Server, error) {
 		sessions: map[*mcp.ServerSession]*session{},
 		byID:     map[string]*session{},
 		owners:   map[messages.AgentID]*session{},
+		streams:  map[string]*stream{},
 		closed:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -153,25 +159,32 @@ func New(opts ...Option) (*Server, error) {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "taskrt background tasks", Version: version()}, &mcp.ServerOptions{
 		Instructions:              tools.PromptSection().Text,
 		Logger:                    cfg.logger,
-		SupportedProtocolVersions: sessionProtocolVersions(),
+		SupportedProtocolVersions: protocolVersions(cfg.noSessionless),
 		Capabilities: &mcp.ServerCapabilities{
 			Logging: &mcp.LoggingCapabilities{},
 			Tools:   &mcp.ToolCapabilities{}, // a fixed set: no list_changed
 		},
 	})
 	s.mcp.AddReceivingMiddleware(s.registerAtInitialize)
+	if err := s.addTaskMethods(); err != nil { // go-sdk refuses only a standard method's name
+		panic("mcpserver: " + err.Error())
+	}
 	for _, t := range s.tools {
 		s.mcp.AddTool(&mcp.Tool{Name: t.Name(), Description: t.Description(), InputSchema: t.Schema()}, s.handler(t))
 	}
 	return s, nil
 }
 
-// sessionProtocolVersions are the protocol versions with sessions (up to
-// 2025-11-25). Version 2026-07-28 is sessionless: a request carries everything and
-// no initialize ever happens, so there would be nothing to own the tasks and no end
-// at which to kill them. Clients that try it first fall back to these.
-func sessionProtocolVersions() []string {
-	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v >= "2026-07-28" })
+// protocolVersions are the revisions served: those with sessions (up to
+// 2025-11-25) and the sessionless 2026-07-28, whose requests are served with
+// scopes as owners (sessionless.go); only the former WithoutSessionless. A newer
+// one is refused with -32022 and this list, so a client can fall back.
+func protocolVersions(sessionsOnly bool) []string {
+	last := SessionlessVersion
+	if sessionsOnly {
+		last = lastSessionVersion
+	}
+	return slices.DeleteFunc(mcp.SupportedProtocolVersions(), func(v string) bool { return v > last })
 }
 
 // version is the module version the command was built from ("(devel)" for a
@@ -190,10 +203,36 @@ func (s *Server) Runtime() *actors.Runtime { return s.rt }
 // Connect connects one MCP session over t and returns at once; the session's owner
 // is registered when the client initializes. Use Serve to run a session to its end.
 func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, error) {
+	ss, _, err := s.connect(ctx, t)
+	return ss, err
+}
+
+// connect is Connect, also returning the stream the Server reads t through (nil
+// when it cannot: that session has no protocol tasks).
+func (s *Server) connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, *stream, error) {
 	if s.isClosing() {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
-	return s.mcp.Connect(ctx, t, nil)
+	t, st := s.carried(t)
+	if st != nil {
+		s.mu.Lock()
+		s.streams[st.key] = st
+		s.mu.Unlock()
+	}
+	ss, err := s.mcp.Connect(ctx, t, nil)
+	if err != nil && st != nil {
+		s.takeStream(st.key)
+	}
+	return ss, st, err
+}
+
+// takeStream removes the stream under key and returns it (nil if none).
+func (s *Server) takeStream(key string) *stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.streams[key]
+	delete(s.streams, key)
+	return st
 }
 
 // Serve runs one session over t — &mcp.StdioTransport{} for a server launched by
@@ -202,9 +241,12 @@ func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSessi
 // connection (nil, or the transport's error), when ctx is done (Serve then closes
 // the session and returns ctx's error), or when the Server closes (nil).
 func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
-	ss, err := s.Connect(ctx, t)
+	ss, st, err := s.connect(ctx, t)
 	if err != nil {
 		return err
+	}
+	if st != nil {
+		defer s.takeStream(st.key) // a session that never initialized
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- ss.Wait() }()
@@ -268,12 +310,9 @@ func (s *Server) teardown() {
 	}
 	closing.Wait()
 	s.wg.Wait()
+	s.closeScopes()
 	s.tasks.Close()
-	err := s.rt.Close(context.Background())
-	s.mu.Lock()
-	s.phase = closed
-	s.mu.Unlock()
-	s.closeErr = err
+	s.closeErr = s.rt.Close(context.Background())
 	close(s.closed)
 }
 

@@ -522,7 +522,7 @@ func TestSessionEnd(t *testing.T) {
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ctx, st) }()
 		mc, c := newClient()
-		cs, err := mc.Connect(bg, ct, nil)
+		cs, err := mc.Connect(bg, ct, sessionOpts)
 		if err != nil {
 			t.Fatal(err)
 		}

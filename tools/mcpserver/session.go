@@ -3,8 +3,8 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,8 +12,8 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// LogLogger is the logger name of the notices sent as notifications/message.
-const LogLogger = "taskrt"
+// logLogger is the logger name of the notices sent as notifications/message.
+const logLogger = "taskrt"
 
 // logBuffer bounds the notices waiting to be sent as log messages, per session.
 // Log messages are a courtesy: when a client does not read them fast enough, the
@@ -44,6 +44,8 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	tasks atomic.Pointer[taskTable] // protocol tasks (tasks.go); nil when not offered
+
 	logs  chan string   // notices for the log sender
 	ended chan struct{} // closed once the owner is disposed
 
@@ -67,8 +69,8 @@ func newSession(s *Server, ss *mcp.ServerSession, owner messages.AgentID) *sessi
 
 // inject is the owner's injector. The runtime calls it on a listener goroutine
 // shared by every session, so it never blocks.
-func (s *session) inject(_ context.Context, text string) error {
-	id, _ := noticeTaskID(text)
+func (s *session) inject(ctx context.Context, text string) error {
+	id, _ := messages.NoticeTask(ctx)
 	s.mu.Lock()
 	if s.over {
 		s.mu.Unlock()
@@ -81,19 +83,6 @@ func (s *session) inject(_ context.Context, text string) error {
 	default: // courtesy only; the tool result still carries it
 	}
 	return nil
-}
-
-// noticeTaskID reads the task id from a notice ("background task <id> (…").
-func noticeTaskID(text string) (messages.TaskID, bool) {
-	rest, ok := strings.CutPrefix(text, "background task ")
-	if !ok {
-		return "", false
-	}
-	id, _, ok := strings.Cut(rest, " ")
-	if !ok || id == "" {
-		return "", false
-	}
-	return messages.TaskID(id), true
 }
 
 // takeNotices removes the pending notices and returns those still news to the
@@ -128,7 +117,7 @@ func (s *session) sendLogs() {
 		case <-s.ctx.Done():
 			return
 		case text := <-s.logs:
-			_ = s.ss.Log(s.ctx, &mcp.LoggingMessageParams{Logger: LogLogger, Level: "info", Data: text})
+			_ = s.ss.Log(s.ctx, &mcp.LoggingMessageParams{Logger: logLogger, Level: "info", Data: text})
 		}
 	}
 }
@@ -136,6 +125,9 @@ func (s *session) sendLogs() {
 // finish ends the session's calls and drops its pending notices.
 func (s *session) finish() {
 	s.cancel(errSessionEnded)
+	if tt := s.tasks.Load(); tt != nil {
+		tt.close()
+	}
 	s.mu.Lock()
 	s.over = true
 	s.pending = nil

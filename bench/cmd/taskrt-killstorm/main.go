@@ -10,11 +10,13 @@
 //
 // With -true it first prints the containment table: the mean time of one
 // `/bin/true` through the producer in each mode next to plain os/exec
-// (`bash -c /bin/true`), with 0 and with 2,000 idle processes on the machine.
+// (`bash -c /bin/true`), with 0 and with 2,000 idle processes elsewhere on the
+// machine (-idle), and with 2,000 idle processes as children of this process
+// (-children: what a long-lived host has among its children).
 //
 // Usage:
 //
-//	taskrt-killstorm [-mode both|cgroup|sweep] [-tasks 2000] [-owners 200] [-grace 3s] [-true] [-idle 0,2000] [-runs 300] [-json FILE]
+//	taskrt-killstorm [-mode both|cgroup|sweep] [-tasks 2000] [-owners 200] [-grace 3s] [-true] [-idle 0,2000] [-children 2000] [-runs 300] [-json FILE]
 package main
 
 import (
@@ -39,7 +41,8 @@ func main() {
 	owners := flag.Int("owners", 200, "agents owning them")
 	grace := flag.Duration("grace", bash.DefaultGrace, "the producer's grace period between SIGTERM and SIGKILL")
 	trueTable := flag.Bool("true", false, "first measure /bin/true per mode, idle and with idle processes")
-	idle := flag.String("idle", "0,2000", "idle process counts of the /bin/true table")
+	idle := flag.String("idle", "0,2000", "idle process counts of the /bin/true table (elsewhere on the machine)")
+	children := flag.String("children", "2000", "idle host-children counts of the /bin/true table (children of this process)")
 	runs := flag.Int("runs", 300, "/bin/true runs per measurement")
 	rounds := flag.Int("rounds", 3, "measurements per cell of the /bin/true table (the median is kept)")
 	jsonOut := flag.String("json", "", "also write the results as JSON to this file")
@@ -60,23 +63,31 @@ func main() {
 	failed := false
 
 	if *trueTable {
-		var idles []int
-		for _, f := range strings.Split(*idle, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "taskrt-killstorm: -idle:", err)
-				os.Exit(2)
+		var idles []bench.Idle
+		for _, set := range []struct {
+			flag, list string
+			children   bool
+		}{{"idle", *idle, false}, {"children", *children, true}} {
+			for _, f := range strings.Split(set.list, ",") {
+				if strings.TrimSpace(f) == "" {
+					continue
+				}
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "taskrt-killstorm: -%s: %v\n", set.flag, err)
+					os.Exit(2)
+				}
+				idles = append(idles, bench.Idle{N: n, Children: set.children})
 			}
-			idles = append(idles, n)
 		}
-		rows, err := bench.ContainmentTable(ctx, idles, *runs, *rounds)
+		rows, err := bench.ContainmentTableAt(ctx, idles, *runs, *rounds)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "taskrt-killstorm:", err)
 			os.Exit(2)
 		}
 		out.True = rows
 		fmt.Printf("\n/bin/true, mean of %d runs (median of %d rounds)\n", *runs, *rounds)
-		fmt.Printf("%-22s %10s %10s %10s %14s %14s\n", "processes on machine", "cgroup", "sweep", "os/exec", "cgroup/exec", "sweep/exec")
+		fmt.Printf("%-36s %10s %10s %10s %14s %14s\n", "processes on machine (idle added)", "cgroup", "sweep", "os/exec", "cgroup/exec", "sweep/exec")
 		for _, r := range rows {
 			ex := r.PerRun[bench.ContainExec]
 			cell := func(i bench.ContainmentImpl) string {
@@ -91,7 +102,7 @@ func main() {
 				}
 				return "n/a"
 			}
-			fmt.Printf("%-22s %10s %10s %10s %14s %14s\n", fmt.Sprintf("%d (%d idle added)", r.Machine, r.Idle),
+			fmt.Printf("%-36s %10s %10s %10s %14s %14s\n", fmt.Sprintf("%d (%s)", r.Machine, bench.Idle{N: r.Idle, Children: r.Children}),
 				cell(bench.ContainCgroup), cell(bench.ContainSweep), cell(bench.ContainExec), ratio(bench.ContainCgroup), ratio(bench.ContainSweep))
 			for i, why := range r.Unusable {
 				fmt.Printf("  %s: %s\n", i, why)

@@ -26,7 +26,9 @@ const tokenEnv = "TASKRT_MCP_TOKEN"
 
 const usage = `taskrt-mcp serves taskrt's background-task tools over MCP: bash (with
 run_in_background), task_output, task_list, task_kill and task_wait. Each MCP session owns its
-tasks; when a session ends, every process it started is killed and gone.
+tasks; when a session ends, every process it started is killed and gone. A sessionless
+(2026-07-28) client's tasks are owned by a scope, a handle passed as the argument scope;
+an idle scope lapses after -idle-timeout, killing its tasks.
 
 Usage:
   taskrt-mcp [flags]            one session over stdin/stdout (what MCP clients launch)
@@ -57,6 +59,7 @@ type options struct {
 	queue       int
 	globalLimit int
 	sandbox     bash.Sandbox // -sandbox, -sandbox-network
+	sessionless bool
 }
 
 // parse parses the flags; an error has been printed with the usage.
@@ -72,7 +75,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", "", "working `directory` of the commands (default: the current directory)")
 	fs.IntVar(&o.maxTasks, "max-tasks", actors.DefaultOwnerLimit, "running background tasks one session may have")
 	fs.DurationVar(&o.killGrace, "kill-grace", bash.DefaultGrace, "time between SIGTERM and SIGKILL when a command is killed")
-	fs.DurationVar(&o.idleTimeout, "idle-timeout", mcpserver.DefaultSessionTimeout, "HTTP: close a session idle this long, killing its tasks (0: never)")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", mcpserver.DefaultSessionTimeout, "close an HTTP session, or a sessionless (2026-07-28) scope, idle this long, killing its tasks (0: never)")
 	fs.StringVar(&o.token, "token", "", "HTTP: require this bearer `token` (default $"+tokenEnv+"); required when ADDR is not loopback")
 	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
 	fs.BoolVar(&o.ui, "ui", false, "HTTP: serve a live, read-only page of every session and its tasks at / (same token as /mcp)")
@@ -80,6 +83,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.globalLimit, "global-limit", 0, "at most `N` running background tasks across all sessions, handed out round robin (0: none)")
 	fs.BoolVar(&o.startKeys, "start-keys", false, "offer bash's key parameter: a retried background start with the same key returns the task already started")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
+	fs.BoolVar(&o.sessionless, "sessionless", true, "serve the sessionless revision 2026-07-28 (scopes own the tasks); false: sessions only, a 2026-07-28 client falls back to a session")
 	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
 		o.sandbox.Mode, err = bash.ParseSandboxMode(v)
 		return err
@@ -161,6 +165,9 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		opts = append(opts, mcpserver.WithStartKeys())
 	}
 	opts = append(opts, mcpserver.WithQueue(o.queue), mcpserver.WithGlobalLimit(o.globalLimit))
+	if !o.sessionless {
+		opts = append(opts, mcpserver.WithoutSessionless())
+	}
 	srv, err := mcpserver.New(opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

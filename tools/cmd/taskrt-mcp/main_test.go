@@ -48,6 +48,10 @@ func TestMain(m *testing.M) {
 
 var bg = context.Background()
 
+// sessionOpts make the SDK's client open a 2025-11-25 session: by default go-sdk
+// v1.8.0 speaks the sessionless 2026-07-28 first, and the server serves it.
+var sessionOpts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 var build struct {
 	once sync.Once
 	path string
@@ -103,7 +107,7 @@ func startEnv(t *testing.T, rec *bytes.Buffer, env []string, args ...string) *pr
 	client := mcp.NewClient(&mcp.Implementation{Name: "taskrt-test", Version: "1"}, &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) { p.logs <- r.Params },
 	})
-	cs, err := client.Connect(bg, tr, nil)
+	cs, err := client.Connect(bg, tr, sessionOpts)
 	if err != nil {
 		t.Fatalf("connect: %v\nstderr: %s", err, p.stderr)
 	}
@@ -414,7 +418,7 @@ func TestHTTP(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	connect := func(tok string) (*mcp.ClientSession, error) {
 		return mcp.NewClient(&mcp.Implementation{Name: "taskrt-test", Version: "1"}, nil).
-			Connect(bg, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: authorized{tok, tr}}}, nil)
+			Connect(bg, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: authorized{tok, tr}}}, sessionOpts)
 	}
 	t.Run("a client without the token is refused", func(t *testing.T) {
 		if cs, err := connect(""); err == nil {

@@ -1,0 +1,181 @@
+package actors
+
+import (
+	"reflect"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// A task's Done is watched off the mailbox, and the outcome sent home as an
+// outcomeMsg. One parked goroutine per live task would cost each task its stack
+// (2 to 4 KiB, more than the rest of its record); instead the watcher keeps the
+// Done channels of up to watchGroupSize tasks in one group, whose goroutine waits
+// in reflect.Select on all of them and on its wake channel. A slot costs a task
+// about a hundred bytes; a wake-up costs a select over the group's channels (a few
+// microseconds at most), once per settlement.
+//
+// Groups fill in turn: new watches join the newest group until it is full, then a
+// new group starts. A group's goroutine is owned by the runtime (goSafe, awaited by
+// Close) and ends once its last watch has fired or been stopped; a group never
+// takes new watches after it filled up, so an emptied group always ends.
+
+// watchGroupSize is the most Done channels one group's goroutine selects on.
+const watchGroupSize = 32
+
+// doneWatcher hands out watches.
+type doneWatcher struct {
+	rt   *Runtime
+	mu   sync.Mutex  // protects open
+	open *watchGroup // the group new watches join; nil when a new one must start
+}
+
+// watchGroup is one goroutine's set of watches.
+type watchGroup struct {
+	w    *doneWatcher
+	wake chan struct{} // buffered 1; tells the goroutine that adds or removes are queued
+
+	mu      sync.Mutex // protects every field below
+	adds    []*watch   // joined, not yet in the select
+	removes []*watch   // stopped, still in the select
+	size    int        // watches neither fired nor stopped
+	taken   int        // watches ever given to this group (it is full at watchGroupSize)
+	ended   bool       // the goroutine has returned
+}
+
+// watch is one task's Done under watch.
+type watch struct {
+	done  <-chan messages.Outcome
+	self  *actor.PID
+	group *watchGroup
+	over  bool // fired or stopped; guarded by group.mu
+}
+
+// add watches done and sends its outcome to self.
+func (w *doneWatcher) add(done <-chan messages.Outcome, self *actor.PID) *watch {
+	wt := &watch{done: done, self: self}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := w.open
+	if g != nil {
+		g.mu.Lock()
+		if g.ended || g.taken >= watchGroupSize {
+			g.mu.Unlock()
+			g = nil
+		}
+	}
+	if g == nil {
+		g = &watchGroup{w: w, wake: make(chan struct{}, 1)}
+		g.mu.Lock()
+		w.open = g
+		w.rt.goSafe("done watcher", g.run)
+	}
+	wt.group = g
+	g.adds = append(g.adds, wt)
+	g.size++
+	g.taken++
+	if g.taken >= watchGroupSize {
+		w.open = nil
+	}
+	g.mu.Unlock()
+	notify(g.wake)
+	return wt
+}
+
+// stop ends the watch, if it has not fired: no outcome is sent for it after.
+func (wt *watch) stop() {
+	g := wt.group
+	g.mu.Lock()
+	if wt.over {
+		g.mu.Unlock()
+		return
+	}
+	wt.over = true
+	g.removes = append(g.removes, wt)
+	g.size--
+	g.mu.Unlock()
+	notify(g.wake)
+}
+
+// run is the group's goroutine.
+func (g *watchGroup) run() {
+	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(g.wake)}}
+	watches := []*watch{nil} // watches[i] is cases[i]'s; 0 is the wake channel
+	drop := func(i int) {
+		last := len(cases) - 1
+		cases[i], watches[i] = cases[last], watches[last]
+		cases[last], watches[last] = reflect.SelectCase{}, nil
+		cases, watches = cases[:last], watches[:last]
+	}
+	for {
+		g.mu.Lock()
+		for _, wt := range g.adds {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(wt.done)})
+			watches = append(watches, wt)
+		}
+		g.adds = nil
+		for _, wt := range g.removes {
+			for i := 1; i < len(watches); i++ {
+				if watches[i] == wt {
+					drop(i)
+					break
+				}
+			}
+		}
+		g.removes = nil
+		if g.size == 0 && g.taken >= watchGroupSize || g.size == 0 && len(watches) == 1 && g.w.detach(g) {
+			g.ended = true
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+
+		i, v, ok := reflect.Select(cases)
+		if i == 0 {
+			continue
+		}
+		wt := watches[i]
+		drop(i)
+		g.mu.Lock()
+		fire := !wt.over
+		if fire {
+			wt.over = true
+			g.size--
+		}
+		g.mu.Unlock()
+		if fire {
+			var o messages.Outcome
+			if ok {
+				o = v.Interface().(messages.Outcome)
+			}
+			tellTask(g.w.rt.system.Root, wt.self, &outcomeMsg{outcome: o, ok: ok})
+		}
+	}
+}
+
+// detach makes g, empty and not yet full, stop taking watches, so that it can end:
+// false when a watch is joining it meanwhile (the goroutine then goes on). Called
+// by g's goroutine holding g.mu; takes the locks in add's order.
+func (w *doneWatcher) detach(g *watchGroup) bool {
+	g.mu.Unlock()
+	w.mu.Lock()
+	g.mu.Lock()
+	defer w.mu.Unlock()
+	if g.size > 0 || len(g.adds) > 0 {
+		return false
+	}
+	if w.open == g {
+		w.open = nil
+	}
+	return true
+}
+
+// notify wakes the goroutine waiting on c (buffered 1) without blocking.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
