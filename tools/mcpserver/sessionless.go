@@ -137,8 +137,8 @@ func (s *Server) mintScope(ctx context.Context, principal string) (*scope, error
 
 // inject is the scope owner's injector: the notice waits for the next tool
 // result naming the scope.
-func (c *scope) inject(_ context.Context, text string) error {
-	id, _ := noticeTaskID(text)
+func (c *scope) inject(ctx context.Context, text string) error {
+	id, _ := messages.NoticeTask(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.over {
