@@ -45,6 +45,10 @@ type Scenario struct {
 	DefaultModel string `json:"default_model,omitempty"`
 	// Models are scripted models by name, for agents and sub-agents.
 	Models map[string]ModelScript `json:"models,omitempty"`
+	// Workers, when set, run every bash command on workers over NATS: an embedded
+	// NATS server, these workers in this process, and the Sim as an owner node
+	// (see WorkerSpec).
+	Workers []WorkerSpec `json:"workers,omitempty"`
 	// Agents are the top-level agents, registered in order and then run
 	// concurrently.
 	Agents []ScenarioAgent `json:"agents"`
@@ -197,6 +201,9 @@ func (sc *Scenario) Validate() error {
 		}
 		seen[a.ID] = true
 	}
+	if err := validateWorkers(sc.Workers); err != nil {
+		return err
+	}
 	if sc.TimeoutMS < 0 || sc.OwnerLimit < 0 || sc.Queue < 0 || sc.GlobalLimit < 0 {
 		return errors.New("timeout_ms, owner_limit, queue and global_limit must not be negative")
 	}
@@ -258,8 +265,17 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	}
 	simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(sc.OwnerLimit), // 0 keeps the default
 		actors.WithQueue(sc.Queue), actors.WithGlobalLimit(sc.GlobalLimit)))
+	var nodes *workerNodes
+	if len(sc.Workers) > 0 {
+		var err error
+		if nodes, err = startNodes(); err != nil {
+			return nil, err
+		}
+		simOpts = append(simOpts, WithBashRunner(nodes.owner))
+	}
 	sim, err := New(append(simOpts, opts...)...)
 	if err != nil {
+		nodes.close(ctx)
 		return nil, err
 	}
 	timeout := DefaultScenarioTimeout
@@ -268,6 +284,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	}
 	playCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("scenario timed out after %s", timeout))
 	defer cancel()
+	nodes.play(playCtx, sim, sc.Workers)
 
 	rep := &Report{Scenario: sc.Name, Turns: map[messages.AgentID][]TurnResult{}}
 	var problems []string
@@ -313,8 +330,13 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancelClose()
 	if err := sim.Close(closeCtx); err != nil {
+		cancel()
+		nodes.close(closeCtx)
 		return nil, err
 	}
+	cancel()
+	workerFailures, workerProcesses := nodes.close(closeCtx)
+	problems = append(problems, workerFailures...)
 	rep.Elapsed = time.Since(sim.start).Seconds()
 	rep.Tasks = sim.Settled()
 	rep.Statuses = map[messages.Status]int{}
@@ -324,6 +346,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	rep.Notices = sim.Notices()
 	rep.ModelCalls = sim.ModelCalls()
 	rep.Quiescence = sim.Stats()
+	rep.Quiescence.Processes += workerProcesses
 	rep.Containment = sim.Containment()
 	rep.Sandbox = sim.Sandbox()
 	rep.Transcripts = sim.transcripts()

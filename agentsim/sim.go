@@ -39,6 +39,7 @@ type config struct {
 	defaultModel string
 	observer     func(Event)
 	maxSteps     int
+	runner       tools.BashRunner // nil: the Sim's own bash producer
 }
 
 // WithRuntimeOptions passes options to actors.NewRuntime (an owner limit, a settle
@@ -67,6 +68,12 @@ func WithBashOptions(opts ...bash.Option) Option {
 // working directory, a malformed environment entry) makes New fail.
 func WithBashToolOptions(opts ...tools.BashOption) Option {
 	return optionFunc(func(c *config) { c.bashToolOpts = append(c.bashToolOpts, opts...) })
+}
+
+// WithBashRunner runs the bash tool's commands with r instead of the Sim's own
+// bash producer (a *remote.Producer runs them on workers: see WorkerSpec).
+func WithBashRunner(r tools.BashRunner) Option {
+	return optionFunc(func(c *config) { c.runner = r })
 }
 
 // WithScript registers a scripted model under name: every agent or sub-agent that
@@ -171,9 +178,13 @@ func New(opts ...Option) (*Sim, error) {
 		start:    time.Now(),
 	}
 	s.launcher = NewLauncher(s.registerChild)
+	var run tools.BashRunner = s.bash
+	if cfg.runner != nil {
+		run = cfg.runner
+	}
 	// The simulated harness offers start keys (tools.WithStartKeys): scripts and
 	// scenarios play a harness that retries a start.
-	bashTool, err := tools.NewBash(rt, s.bash, append([]tools.BashOption{tools.WithStartKeys()}, cfg.bashToolOpts...)...)
+	bashTool, err := tools.NewBashWithRunner(rt, run, append([]tools.BashOption{tools.WithStartKeys()}, cfg.bashToolOpts...)...)
 	if err != nil {
 		_ = rt.Close(context.Background())
 		return nil, err

@@ -3,7 +3,13 @@
 package mcpserver
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/bash"
 )
 
 func TestIsLoopback(t *testing.T) {
@@ -28,5 +34,23 @@ func TestIsLoopback(t *testing.T) {
 		if got := IsLoopback(tc.addr); got != tc.want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", tc.addr, got, tc.want)
 		}
+	}
+}
+
+// nopRunner is a tools.BashRunner that runs nothing.
+type nopRunner struct{}
+
+func (nopRunner) Spec(owner messages.AgentID, c bash.Command) messages.Spec {
+	return messages.Spec{Kind: "bash", Label: c.Command, Owner: owner}
+}
+
+func (nopRunner) Run(context.Context, bash.Command, time.Duration) (bash.Result, error) {
+	return bash.Result{}, nil
+}
+
+func TestABashRunnerCannotBeSandboxedHere(t *testing.T) {
+	_, err := New(WithBashRunner(nopRunner{}), WithSandbox(bash.Sandbox{Mode: bash.SandboxReadOnly}))
+	if err == nil || !strings.Contains(err.Error(), "a sandbox applies to local commands only") {
+		t.Fatalf("New with a runner and a sandbox: got %v, want the refusal", err)
 	}
 }

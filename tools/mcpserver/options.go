@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/tools"
 )
 
 // Defaults of the options.
@@ -40,10 +41,11 @@ type config struct {
 	taskAfter       time.Duration // sessionless tasks extension (tasksext.go)
 	noSessionless   bool          // serve only the revisions with sessions
 	logger          *slog.Logger
-	startKeys       bool         // bash offers key (tools.WithStartKeys)
-	sandbox         bash.Sandbox // of every command (WithSandbox)
-	queue           int          // actors.WithQueue; 0: none
-	globalLimit     int          // actors.WithGlobalLimit; 0: none
+	startKeys       bool             // bash offers key (tools.WithStartKeys)
+	runner          tools.BashRunner // nil: a local bash producer
+	sandbox         bash.Sandbox     // of every command (WithSandbox)
+	queue           int              // actors.WithQueue; 0: none
+	globalLimit     int              // actors.WithGlobalLimit; 0: none
 }
 
 func defaultConfig() config {
@@ -162,6 +164,19 @@ func WithGlobalLimit(n int) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
 			c.globalLimit = n
+		}
+	})
+}
+
+// WithBashRunner runs every bash command (foreground and background) with r
+// instead of a local bash producer — a *remote.Producer runs them on workers over
+// NATS (taskrt-mcp -nats). Sessions, fences, notices and strings are unchanged;
+// WithKillGrace then does not apply (the runner has its own). nil keeps the
+// default.
+func WithBashRunner(r tools.BashRunner) Option {
+	return optionFunc(func(c *config) {
+		if r != nil {
+			c.runner = r
 		}
 	})
 }

@@ -126,10 +126,20 @@ func New(opts ...Option) (*Server, error) {
 	if cfg.killGrace > 0 {
 		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
 	}
-	producer, err := newProducer(cfg, bashOpts)
-	if err != nil {
+	run := cfg.runner
+	switch {
+	case run != nil && cfg.sandbox.On():
+		// The runner runs the commands elsewhere: a sandbox set here would not apply,
+		// and a command must never run unsandboxed without saying so.
 		_ = rt.Close(context.Background())
-		return nil, fmt.Errorf("taskrt-mcp: %w", err)
+		return nil, errors.New("taskrt-mcp: a sandbox applies to local commands only; WithSandbox and WithBashRunner cannot be combined")
+	case run == nil:
+		producer, err := newProducer(cfg, bashOpts)
+		if err != nil {
+			_ = rt.Close(context.Background())
+			return nil, fmt.Errorf("taskrt-mcp: %w", err)
+		}
+		run = runner{p: producer, interval: ProgressInterval}
 	}
 	s := &Server{
 		cfg:      cfg,
@@ -147,7 +157,7 @@ func New(opts ...Option) (*Server, error) {
 	if cfg.startKeys {
 		bashToolOpts = append(bashToolOpts, tools.WithStartKeys())
 	}
-	bashTool, err := tools.NewBashWithRunner(rt, runner{p: producer, interval: ProgressInterval}, bashToolOpts...)
+	bashTool, err := tools.NewBashWithRunner(rt, run, bashToolOpts...)
 	if err != nil {
 		s.cancel()
 		s.tasks.Close()

@@ -138,7 +138,7 @@ func (s *Server) mintScope(ctx context.Context, principal string) (*scope, error
 // inject is the scope owner's injector: the notice waits for the next tool
 // result naming the scope.
 func (c *scope) inject(ctx context.Context, text string) error {
-	id, _ := messages.NoticeTask(ctx)
+	id, _ := messages.NoticeTask(ctx) // the task the notice is about (issue 24)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.over {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/remote"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
@@ -58,7 +59,9 @@ type options struct {
 	startKeys   bool
 	queue       int
 	globalLimit int
-	sandbox     bash.Sandbox // -sandbox, -sandbox-network
+	natsURL     string        // -nats: run every bash command on a worker
+	lease       time.Duration // -lease: this owner node's lease
+	sandbox     bash.Sandbox  // -sandbox, -sandbox-network
 	sessionless bool
 }
 
@@ -83,6 +86,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.globalLimit, "global-limit", 0, "at most `N` running background tasks across all sessions, handed out round robin (0: none)")
 	fs.BoolVar(&o.startKeys, "start-keys", false, "offer bash's key parameter: a retried background start with the same key returns the task already started")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
+	fs.StringVar(&o.natsURL, "nats", "", "run every bash command on a taskrt-worker reached through the NATS server at `URL` (see docs/remote.md)")
+	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing")
 	fs.BoolVar(&o.sessionless, "sessionless", true, "serve the sessionless revision 2026-07-28 (scopes own the tasks); false: sessions only, a 2026-07-28 client falls back to a session")
 	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
 		o.sandbox.Mode, err = bash.ParseSandboxMode(v)
@@ -110,6 +115,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("-idle-timeout must not be negative")
 	case o.maxRequest < 1:
 		return bad("-max-request must be positive")
+	case o.lease <= 0:
+		return bad("-lease must be positive")
+	case o.natsURL != "" && o.sandbox.On():
+		return bad("-sandbox applies to local commands; with -nats the workers run them")
 	case o.sandbox.Network && !o.sandbox.On():
 		return bad("-sandbox-network needs -sandbox read-only or workspace-write")
 	case o.ui && o.httpAddr == "":
@@ -165,6 +174,15 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		opts = append(opts, mcpserver.WithStartKeys())
 	}
 	opts = append(opts, mcpserver.WithQueue(o.queue), mcpserver.WithGlobalLimit(o.globalLimit))
+	if o.natsURL != "" {
+		p, closeRemote, err := remoteRunner(o, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "taskrt-mcp: %v\n", err)
+			return 1
+		}
+		defer closeRemote()
+		opts = append(opts, mcpserver.WithBashRunner(p))
+	}
 	if !o.sessionless {
 		opts = append(opts, mcpserver.WithoutSessionless())
 	}
@@ -262,4 +280,24 @@ func goErr(f func() error) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- f() }()
 	return ch
+}
+
+// remoteRunner connects this process as an owner node (-nats): every bash command
+// then runs on a worker. The returned func ends the node after the server closed.
+func remoteRunner(o options, logger *slog.Logger) (*remote.Producer, func(), error) {
+	nc, err := remote.Connect(o.natsURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := remote.New(nc, remote.WithLease(o.lease), remote.WithLogger(logger))
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return p, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+		nc.Close()
+	}, nil
 }

@@ -573,6 +573,8 @@ func TestFlags(t *testing.T) {
 		{"a stray argument is refused", []string{"serve"}, `unexpected argument "serve"`},
 		{"the live page needs HTTP", []string{"-ui"}, "-ui needs -http: the live page is served over HTTP"},
 		{"an unknown flag is refused", []string{"-port", "1"}, "flag provided but not defined: -port"},
+		{"the lease must be positive", []string{"-nats", "nats://127.0.0.1:1", "-lease", "0s"}, "-lease must be positive"},
+		{"a sandbox is not silently dropped for remote commands", []string{"-nats", "nats://127.0.0.1:1", "-sandbox", "read-only"}, "-sandbox applies to local commands; with -nats the workers run them"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

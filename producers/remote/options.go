@@ -1,0 +1,156 @@
+package remote
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/taskrt/taskrt/producers/bash"
+)
+
+// Defaults of the options.
+const (
+	DefaultMaxTasks     = 16              // a worker's slots (WithMaxTasks)
+	DefaultStartTimeout = 5 * time.Second // how long a start waits for a worker's answer
+	// chunkSize is the most output bytes one outMsg carries, and window how many
+	// bytes a worker may have sent for one task and not had acknowledged: the flow
+	// control that keeps a slow owner node from being flooded (the worker's own
+	// bounded buffer absorbs the rest, as for a local task).
+	chunkSize = 32 << 10
+	window    = 4 * chunkSize
+)
+
+// config is what the options set; each option says whether it is for owner nodes
+// (New), workers (NewWorker) or both.
+type config struct {
+	prefix       string
+	lease        time.Duration
+	logger       *slog.Logger
+	startTimeout time.Duration
+	replicas     int
+	// worker
+	name     string
+	maxTasks int
+	dir      string
+	bashOpts []bash.Option
+	grace    time.Duration // 0: a quarter of the lease, at most bash.DefaultGrace
+}
+
+func defaultConfig() config {
+	return config{
+		prefix:       DefaultPrefix,
+		lease:        DefaultLease,
+		logger:       slog.New(slog.DiscardHandler),
+		startTimeout: DefaultStartTimeout,
+		replicas:     1,
+		maxTasks:     DefaultMaxTasks,
+	}
+}
+
+// Option configures an owner node's Producer (New) or a Worker (NewWorker). A zero
+// or negative value keeps the default.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithPrefix sets the first token of every subject and the lease bucket's name
+// (PREFIX_leases); owner nodes and workers of one deployment must agree on it
+// (default "taskrt"). Both.
+func WithPrefix(p string) Option {
+	return optionFunc(func(c *config) {
+		if p != "" {
+			c.prefix = p
+		}
+	})
+}
+
+// WithLease sets the duration of this node's lease (default DefaultLease): how
+// long after its last renewal the others treat it as gone. Shorter detects a dead
+// node sooner, and fences a node that is merely slow to reach the store sooner too.
+// Both.
+func WithLease(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.lease = d
+		}
+	})
+}
+
+// WithLogger sets the logger (default: discard); nil keeps the default. Both.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	})
+}
+
+// WithStartTimeout bounds how long a start waits for a worker's answer (default
+// DefaultStartTimeout). Owner nodes.
+func WithStartTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.startTimeout = d
+		}
+	})
+}
+
+// WithReplicas sets the lease bucket's replicas when this node creates it (default
+// 1; use 3 on a three-server cluster). Both.
+func WithReplicas(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.replicas = n
+		}
+	})
+}
+
+// WithName sets a worker's name (default: the host name, with every character a
+// subject token cannot hold replaced by "-"). It names the worker's subjects and
+// lease and is what its commands see in TASKRT_WORKER. Workers.
+func WithName(name string) Option {
+	return optionFunc(func(c *config) {
+		if name != "" {
+			c.name = name
+		}
+	})
+}
+
+// WithMaxTasks sets how many commands a worker runs at once (default
+// DefaultMaxTasks); a start past it goes to another worker, or fails. Workers.
+func WithMaxTasks(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.maxTasks = n
+		}
+	})
+}
+
+// WithDir sets a worker's working directory for commands (default: its own); a
+// command's relative Dir is taken from there. Workers.
+func WithDir(dir string) Option {
+	return optionFunc(func(c *config) {
+		if dir != "" {
+			c.dir = dir
+		}
+	})
+}
+
+// WithBashOptions passes options to a worker's bash producer (containment, limits,
+// output memory, the shell). A grace given here is overridden by WithGrace or its
+// default. Workers.
+func WithBashOptions(opts ...bash.Option) Option {
+	return optionFunc(func(c *config) { c.bashOpts = append(c.bashOpts, opts...) })
+}
+
+// WithGrace sets a worker's SIGTERM-to-SIGKILL grace (default: a quarter of its
+// lease, at most bash.DefaultGrace, so that a self-fence is over well before the
+// lease could lapse; a longer grace weakens that). Workers.
+func WithGrace(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.grace = d
+		}
+	})
+}

@@ -1,0 +1,577 @@
+package remote
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
+)
+
+// Kind is the task kind of remote commands: they are bash commands, and the model
+// sees them as such ("bash-N").
+const Kind = bash.Kind
+
+// ErrNoWorker is what a start fails with when no worker has a free slot. Nothing
+// was started and, through the runtime, no id was burned.
+var ErrNoWorker = errors.New("remote: no worker with a free slot")
+
+// ErrClosed is what a start on a closed Producer fails with.
+var ErrClosed = errors.New("remote: producer closed")
+
+// Producer is an owner node's remote producer: it runs bash commands on workers
+// (taskrt-worker), while the runtime that holds its tasks keeps every record,
+// fence, buffer and notice here. It is a tools.BashRunner (Spec, Run) like
+// *bash.Producer. Create it with New; it is safe for concurrent use; Close it after
+// the runtime that uses it.
+type Producer struct {
+	nc    *nats.Conn
+	cfg   config
+	subj  subjects
+	node  string
+	lease *holder
+	watch *watcher
+	stop  context.CancelFunc
+	wg    sync.WaitGroup // the lease and watch goroutines and every task's killer
+	subs  []*nats.Subscription
+
+	mu     sync.Mutex // protects tasks, seq and closed
+	tasks  map[string]*rtask
+	seq    uint64
+	closed bool
+}
+
+// rtask is the owner node's side of one remote command.
+type rtask struct {
+	p      *Producer
+	key    string
+	epoch  uint64 // the owner lease epoch it runs under
+	stdin  bash.Stdin
+	out    *output.Buffer
+	done   chan messages.Outcome // buffered; exactly one Outcome
+	ended  chan struct{}         // closed at settlement
+	ctx    context.Context       // ends at settlement: bounds input requests
+	endCtx context.CancelFunc
+
+	cancelOnce sync.Once
+	cancelled  chan struct{} // closed by the first Cancel
+
+	// protected by p.mu
+	worker   string
+	wepoch   uint64
+	reason   string
+	settled  bool
+	exitCode int
+
+	wmu       sync.Mutex // protects next and outClosed: output writes against settlement
+	next      int64      // the worker-side offset of the next output byte expected
+	outClosed bool
+}
+
+// New connects an owner node to the workers on nc: it makes sure the lease bucket
+// exists, acquires this node's lease (a new node id, a new epoch) and subscribes
+// to its subjects. nc should be made with Connect's options (or the same settings:
+// no reconnect buffer). Close the Producer to end its lease.
+func New(nc *nats.Conn, opts ...Option) (*Producer, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := checkName("prefix", cfg.prefix); err != nil {
+		return nil, err
+	}
+	var idb [8]byte
+	_, _ = rand.Read(idb[:])
+	p := &Producer{nc: nc, cfg: cfg, subj: subjects{cfg.prefix}, node: hex.EncodeToString(idb[:]), tasks: map[string]*rtask{}}
+	log := cfg.logger.With("node", p.node)
+	ctx, cancel := context.WithCancel(context.Background())
+	p.stop = cancel
+	fail := func(err error) (*Producer, error) {
+		cancel()
+		p.wg.Wait()
+		for _, s := range p.subs {
+			_ = s.Unsubscribe()
+		}
+		return nil, fmt.Errorf("remote: owner node: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, cfg.startTimeout)
+	defer scancel()
+	kv, err := ensureBucket(sctx, js, p.subj.bucket(), cfg.replicas)
+	if err != nil {
+		return fail(err)
+	}
+	p.watch = newWatcher(kv, renewEvery(cfg.lease)/2, log, p.leaseGone)
+	kw, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	p.wg.Go(func() { p.watch.run(ctx, kw) })
+	for _, s := range []struct {
+		subj string
+		h    nats.MsgHandler
+	}{{p.subj.out(p.node), p.onOut}, {p.subj.done(p.node), p.onDone}} {
+		sub, err := nc.Subscribe(s.subj, s.h)
+		if err != nil {
+			return fail(err)
+		}
+		p.subs = append(p.subs, sub)
+	}
+	if err := nc.FlushTimeout(cfg.startTimeout); err != nil {
+		return fail(err)
+	}
+	p.lease = &holder{kv: kv, key: ownerKey(p.node), d: cfg.lease, log: log, fence: p.fence,
+		value: leaseValue{Kind: "owner", Name: p.node, DurationMS: cfg.lease.Milliseconds()}}
+	if err := p.lease.acquire(sctx); err != nil {
+		return fail(err)
+	}
+	p.wg.Go(func() { p.lease.run(ctx) })
+	log.Info("remote: owner node ready", "lease", cfg.lease)
+	return p, nil
+}
+
+// Node is this owner node's id, as in its lease key (owner.<node>) and subjects.
+func (p *Producer) Node() string { return p.node }
+
+// Epoch is the epoch of this node's current lease, or an error while it holds none.
+func (p *Producer) Epoch() (uint64, error) { return p.lease.current() }
+
+// Live counts the remote commands of this node that have not settled.
+func (p *Producer) Live() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.tasks)
+}
+
+// Close ends the node: every command still live settles failed (their workers
+// kill them once they see the lease end, at once), the lease is deleted, and every
+// goroutine of the Producer has returned. Close the runtime first: its tasks then
+// end cleanly through Cancel. Idempotent.
+func (p *Producer) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	live := make([]*rtask, 0, len(p.tasks))
+	for _, t := range p.tasks {
+		live = append(live, t)
+	}
+	p.mu.Unlock()
+	for _, t := range live {
+		t.settle(messages.Outcome{Status: messages.Failed, Detail: "remote producer closed"})
+	}
+	p.stop()
+	p.wg.Wait()
+	for _, s := range p.subs {
+		_ = s.Unsubscribe()
+	}
+	p.lease.release(ctx)
+	return nil
+}
+
+// Spec declares c as a background task of owner, run on a worker: kind "bash", the
+// command's first line as its label, Start as Run.
+func (p *Producer) Spec(owner messages.AgentID, c bash.Command) messages.Spec {
+	return messages.Spec{
+		Kind:  Kind,
+		Label: label(c.Command),
+		Owner: owner,
+		Run:   func() (messages.Hooks, error) { return p.Start(c) },
+	}
+}
+
+// Start runs c on a worker with a free slot and returns the hooks of the task.
+// An error means nothing runs: no worker had a free slot (ErrNoWorker), the
+// node holds no lease, or the worker could not start the command (its error).
+//
+// The hooks: Output is the node's copy of the command's output, streamed from the
+// worker with flow control; Cancel asks the worker to kill the command (retrying
+// until it answers or is lost) and never fails; Done delivers the worker's
+// outcome once the command's processes are gone there, or failed with "worker
+// lost: <name>" when the worker's lease ends first, or failed with "owner lease
+// lost" when this node's own lease does; Input (StdinPipe, StdinTTY) writes to the
+// command's input on the worker; Release frees the output.
+func (p *Producer) Start(c bash.Command) (messages.Hooks, error) {
+	t, err := p.start(c)
+	if err != nil {
+		return messages.Hooks{}, err
+	}
+	h := messages.Hooks{
+		Cancel:     t.cancel,
+		Done:       t.done,
+		ReadOutput: t.out.Read,
+		Output:     t.out,
+		Release:    t.out.Release,
+	}
+	if c.Stdin != bash.StdinNone {
+		h.Input = t.input
+	}
+	return h, nil
+}
+
+// Run runs c on a worker in the foreground, as bash.Producer.Run does locally: it
+// returns when the command's processes are gone on the worker (or the worker is
+// lost); timeout and ctx cancel it like a kill.
+func (p *Producer) Run(ctx context.Context, c bash.Command, timeout time.Duration) (bash.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return bash.Result{}, err
+	}
+	if c.Stdin != bash.StdinNone {
+		return bash.Result{}, fmt.Errorf("%w: a foreground command takes no input (stdin %s is for background commands)", bash.ErrStdin, c.Stdin)
+	}
+	t, err := p.start(c)
+	if err != nil {
+		return bash.Result{}, err
+	}
+	var timeoutC <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		timeoutC = timer.C
+	}
+	var res bash.Result
+	var ctxErr error
+	select {
+	case res.Outcome = <-t.done:
+	case <-timeoutC:
+		_ = t.cancel(fmt.Sprintf("timed out after %s", timeout))
+		res.Outcome = <-t.done
+		res.TimedOut = res.Outcome.Status == messages.Killed
+	case <-ctx.Done():
+		ctxErr = ctx.Err()
+		_ = t.cancel("caller gave up: " + ctxErr.Error())
+		res.Outcome = <-t.done
+	}
+	t.out.RemoveSpill("")
+	res.Output = t.out.Read()
+	p.mu.Lock()
+	res.ExitCode = t.exitCode
+	p.mu.Unlock()
+	t.out.Release()
+	return res, ctxErr
+}
+
+// start places c on a worker: it registers the task (so that output arriving
+// before the answer is kept), asks P.start, and tries again when the worker that
+// answered was full after all.
+func (p *Producer) start(c bash.Command) (*rtask, error) {
+	if len(c.Command) > bash.MaxCommand || strings.TrimSpace(c.Command) == "" {
+		return nil, fmt.Errorf("remote: invalid command: empty or over %d bytes", bash.MaxCommand)
+	}
+	if c.Stdin > bash.StdinTTY {
+		return nil, fmt.Errorf("%w: %s", bash.ErrStdin, c.Stdin)
+	}
+	epoch, err := p.lease.current()
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	p.seq++
+	key := p.node + "-" + strconv.FormatUint(p.seq, 10)
+	t := &rtask{p: p, key: key, epoch: epoch, stdin: c.Stdin, out: output.New(), done: make(chan messages.Outcome, 1),
+		ended: make(chan struct{}), cancelled: make(chan struct{}), exitCode: -1}
+	t.ctx, t.endCtx = context.WithCancel(context.Background())
+	p.tasks[key] = t
+	p.mu.Unlock()
+	fail := func(err error) (*rtask, error) {
+		p.mu.Lock()
+		delete(p.tasks, key)
+		p.mu.Unlock()
+		t.endCtx()
+		t.out.Release()
+		return nil, err
+	}
+	req := encode(startReq{Task: key, Owner: p.node, Epoch: epoch, Command: c.Command, Dir: c.Dir, Env: c.Env,
+		Stdin: c.Stdin.String(), Limits: c.Limits})
+	var rep startReply
+	for attempt := 0; ; attempt++ {
+		msg, err := p.nc.Request(p.subj.start(), req, p.cfg.startTimeout)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return fail(fmt.Errorf("%w (none is connected, or all are busy)", ErrNoWorker))
+		case errors.Is(err, nats.ErrTimeout):
+			// A worker may have started it after all: its output or outcome for this
+			// unknown task is answered with a kill (onOut, onDone).
+			return fail(fmt.Errorf("remote: no worker answered the start within %s", p.cfg.startTimeout))
+		case err != nil:
+			return fail(fmt.Errorf("remote: start: %w", err))
+		}
+		rep = startReply{}
+		if err := json.Unmarshal(msg.Data, &rep); err != nil {
+			return fail(fmt.Errorf("remote: malformed start reply: %w", err))
+		}
+		if rep.Full && attempt < 3 {
+			continue
+		}
+		break
+	}
+	switch {
+	case rep.Full:
+		return fail(fmt.Errorf("%w (every worker that answered was busy)", ErrNoWorker))
+	case rep.Err != "":
+		return fail(errors.New(rep.Err))
+	}
+	p.mu.Lock()
+	t.worker, t.wepoch = rep.Worker, rep.Epoch
+	p.mu.Unlock()
+	if p.watch.ended(workerKey(rep.Worker), rep.Epoch) {
+		t.settle(lostOutcome(rep.Worker)) // the worker's lease ended while it answered
+	}
+	return t, nil
+}
+
+func lostOutcome(worker string) messages.Outcome {
+	return messages.Outcome{Status: messages.Failed, Detail: "worker lost: " + worker}
+}
+
+// settle delivers o unless the task has settled already.
+func (t *rtask) settle(o messages.Outcome) bool {
+	p := t.p
+	p.mu.Lock()
+	if t.settled {
+		p.mu.Unlock()
+		return false
+	}
+	t.settled = true
+	delete(p.tasks, t.key)
+	p.mu.Unlock()
+	t.wmu.Lock()
+	t.outClosed = true
+	_ = t.out.Close()
+	t.wmu.Unlock()
+	close(t.ended)
+	t.endCtx()
+	t.done <- o
+	return true
+}
+
+// cancel is Hooks.Cancel: it records the reason and has the task's killer ask the
+// worker, retrying until it answers or the task settles (the worker lost, say).
+// It never blocks and never fails.
+func (t *rtask) cancel(reason string) error {
+	t.cancelOnce.Do(func() {
+		p := t.p
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		t.reason = reason
+		close(t.cancelled)
+		if !p.closed && !t.settled {
+			p.wg.Go(t.killer)
+		}
+	})
+	return nil
+}
+
+// killer sends the kill until the worker answers it, or the task settles.
+func (t *rtask) killer() {
+	p := t.p
+	retry := max(renewEvery(p.cfg.lease), 100*time.Millisecond)
+	for {
+		p.mu.Lock()
+		req := encode(killReq{Task: t.key, Owner: p.node, Epoch: t.epoch, Reason: t.reason})
+		worker := t.worker
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(t.ctx, retry)
+		msg, err := p.nc.RequestWithContext(ctx, p.subj.kill(worker), req)
+		cancel()
+		if err == nil {
+			var r reply
+			if json.Unmarshal(msg.Data, &r) == nil && (r.Err == "" || r.Unknown) {
+				return // the outcome follows on Done (or the task is already settling)
+			}
+		}
+		timer := time.NewTimer(retry)
+		select {
+		case <-t.ended:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// input is Hooks.Input: a request answered once the worker wrote the data.
+func (t *rtask) input(data []byte, eof bool) error {
+	p := t.p
+	p.mu.Lock()
+	worker, settled := t.worker, t.settled
+	p.mu.Unlock()
+	ended := fmt.Errorf("remote: the command has ended: %w", messages.ErrTaskEnded)
+	if settled {
+		return ended
+	}
+	// The request ends with its answer, or a moment after the task settled: the
+	// answer to a write that ended the command (eof) may come after its outcome.
+	ctx, cancel := context.WithCancel(context.Background())
+	answered := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer cancel()
+		select {
+		case <-answered:
+		case <-t.ended:
+			grace := time.NewTimer(retransmit)
+			defer grace.Stop()
+			select {
+			case <-answered:
+			case <-grace.C:
+			}
+		}
+	})
+	msg, err := p.nc.RequestWithContext(ctx, p.subj.input(worker), encode(inputReq{Task: t.key, Owner: p.node, Epoch: t.epoch, Data: data, EOF: eof}))
+	close(answered)
+	wg.Wait()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ended
+		}
+		return fmt.Errorf("remote: input to worker %s: %w", worker, err)
+	}
+	var r reply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		return fmt.Errorf("remote: malformed input reply: %w", err)
+	}
+	switch {
+	case r.Ended, r.Unknown:
+		return ended
+	case r.Closed:
+		return fmt.Errorf("remote: %w", messages.ErrInputClosed)
+	case r.Err != "":
+		return errors.New(r.Err)
+	}
+	return nil
+}
+
+// onOut takes output from a worker (P.o.<node>.out): it appends the new bytes,
+// skipping what it already holds (a retransmission), and acknowledges. Output of a
+// task this node does not know (a start it gave up on, a task that settled) is
+// acknowledged and answered with a kill, so that nothing runs unowned.
+func (p *Producer) onOut(msg *nats.Msg) {
+	m, err := parseOut(msg)
+	if err != nil || checkName("worker", m.Worker) != nil {
+		return
+	}
+	p.mu.Lock()
+	t := p.tasks[m.Task]
+	p.mu.Unlock()
+	end := m.Off + int64(len(m.Data))
+	if t == nil {
+		p.orphan(m.Worker, m.Task)
+		_ = p.nc.Publish(p.subj.ack(m.Worker), encode(ackMsg{Task: m.Task, Off: end}))
+		return
+	}
+	t.wmu.Lock()
+	if !t.outClosed && end > t.next {
+		if m.Off > t.next {
+			fmt.Fprintf(t.out, "\n[remote: %d bytes of output were not kept on the worker]\n", m.Off-t.next)
+		} else {
+			m.Data = m.Data[t.next-m.Off:]
+		}
+		_, _ = t.out.Write(m.Data)
+		t.next = end
+	}
+	next := t.next
+	t.wmu.Unlock()
+	_ = p.nc.Publish(p.subj.ack(m.Worker), encode(ackMsg{Task: m.Task, Off: next}))
+}
+
+// orphan asks a worker to kill a task this node does not know.
+func (p *Producer) orphan(worker, task string) {
+	epoch, _ := p.lease.current()
+	_ = p.nc.Publish(p.subj.kill(worker), encode(killReq{Task: task, Owner: p.node, Epoch: epoch, Reason: "unknown to its owner node"}))
+}
+
+// onDone takes a task's outcome (P.o.<node>.done) and acknowledges it, also when
+// the task has settled already (a repeat, or the worker was declared lost first:
+// the first outcome wins).
+func (p *Producer) onDone(msg *nats.Msg) {
+	var m doneMsg
+	if err := json.Unmarshal(msg.Data, &m); err != nil {
+		return
+	}
+	p.mu.Lock()
+	t := p.tasks[m.Task]
+	if t != nil {
+		t.exitCode = m.ExitCode
+	}
+	p.mu.Unlock()
+	if t != nil {
+		t.wmu.Lock()
+		if missing := m.Written - t.next; missing > 0 && !t.outClosed {
+			fmt.Fprintf(t.out, "\n[remote: %d bytes of output were not kept on the worker]\n", missing)
+			t.next = m.Written
+		}
+		t.wmu.Unlock()
+		t.settle(messages.Outcome{Status: messages.Status(m.Status), Detail: m.Detail})
+	}
+	_ = msg.Respond(encode(reply{}))
+}
+
+// leaseGone is the watcher's report of an ended lease. A worker's: every task of
+// this node on that worker under that epoch settles failed, "worker lost: <name>".
+func (p *Producer) leaseGone(kind, name string, epoch uint64) {
+	if kind != "worker" {
+		return
+	}
+	p.mu.Lock()
+	var lost []*rtask
+	for _, t := range p.tasks {
+		if t.worker == name && t.wepoch == epoch {
+			lost = append(lost, t)
+		}
+	}
+	p.mu.Unlock()
+	for _, t := range lost {
+		t.settle(lostOutcome(name))
+	}
+}
+
+// fence is the lease holder's self-fence: this node may no longer hold its lease,
+// so every remote task under that epoch settles failed now, before any worker acts
+// on the lapse (they kill those commands when they see the lease end).
+func (p *Producer) fence(epoch uint64, why string) {
+	p.mu.Lock()
+	var live []*rtask
+	for _, t := range p.tasks {
+		if t.epoch == epoch {
+			live = append(live, t)
+		}
+	}
+	p.mu.Unlock()
+	for _, t := range live {
+		t.settle(messages.Outcome{Status: messages.Failed, Detail: "owner lease lost: " + why})
+	}
+}
+
+// label is a command's task label, as the bash producer makes it: the first line,
+// marked with " …" when more lines follow.
+func label(command string) string {
+	command = strings.TrimSpace(command)
+	if first, _, more := strings.Cut(command, "\n"); more {
+		return strings.TrimSpace(first) + " …"
+	}
+	return command
+}

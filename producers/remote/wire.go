@@ -1,0 +1,169 @@
+package remote
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/taskrt/taskrt/producers/bash"
+)
+
+// DefaultPrefix starts every subject and names the lease bucket (WithPrefix).
+const DefaultPrefix = "taskrt"
+
+// subjects are the NATS subjects of one deployment (one prefix). See the package
+// documentation for who publishes, who answers and what.
+type subjects struct{ prefix string }
+
+func (s subjects) start() string              { return s.prefix + ".start" }
+func (s subjects) startQueue() string         { return s.prefix + "-workers" }
+func (s subjects) kill(worker string) string  { return s.prefix + ".w." + worker + ".kill" }
+func (s subjects) input(worker string) string { return s.prefix + ".w." + worker + ".input" }
+func (s subjects) ack(worker string) string   { return s.prefix + ".w." + worker + ".ack" }
+func (s subjects) out(node string) string     { return s.prefix + ".o." + node + ".out" }
+func (s subjects) done(node string) string    { return s.prefix + ".o." + node + ".done" }
+func (s subjects) bucket() string             { return s.prefix + "_leases" }
+
+// Lease keys in the bucket.
+func ownerKey(node string) string  { return "owner." + node }
+func workerKey(name string) string { return "worker." + name }
+func keyName(key string) (kind, name string) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '.' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
+
+// nameRE is what a worker name, a node id and a prefix must look like: one NATS
+// subject token and one KV key part.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func checkName(what, name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("remote: invalid %s %q: want 1 to 64 of A-Z a-z 0-9 _ -", what, name)
+	}
+	return nil
+}
+
+// leaseValue is the value of a lease key. Epoch is 0 in the entry that created the
+// lease (its revision is the epoch) and the epoch in every renewal.
+type leaseValue struct {
+	Kind       string `json:"kind"` // "owner" or "worker"
+	Name       string `json:"name"`
+	Epoch      uint64 `json:"epoch,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// startReq asks a worker with a free slot to run a command (request on P.start,
+// queue group P-workers).
+type startReq struct {
+	Task    string      `json:"task"`  // the owner node's key of the task, unique in the deployment
+	Owner   string      `json:"owner"` // the owner node's id
+	Epoch   uint64      `json:"epoch"` // the owner node's lease epoch
+	Command string      `json:"command"`
+	Dir     string      `json:"dir,omitempty"`
+	Env     []string    `json:"env,omitempty"`
+	Stdin   string      `json:"stdin,omitempty"`
+	Limits  bash.Limits `json:"limits"`
+}
+
+// startReply answers a startReq. Full means the worker had no free slot after all
+// (the owner tries another); Err, that the start failed and nothing runs.
+type startReply struct {
+	Worker string `json:"worker,omitempty"`
+	Epoch  uint64 `json:"epoch,omitempty"` // the worker's lease epoch
+	Full   bool   `json:"full,omitempty"`
+	Err    string `json:"err,omitempty"`
+}
+
+// killReq asks the worker to cancel a task (request on P.w.<worker>.kill).
+type killReq struct {
+	Task   string `json:"task"`
+	Owner  string `json:"owner"`
+	Epoch  uint64 `json:"epoch"`
+	Reason string `json:"reason"`
+}
+
+// inputReq writes to a task's input (request on P.w.<worker>.input); the reply
+// comes once the write is done.
+type inputReq struct {
+	Task  string `json:"task"`
+	Owner string `json:"owner"`
+	Epoch uint64 `json:"epoch"`
+	Data  []byte `json:"data,omitempty"`
+	EOF   bool   `json:"eof,omitempty"`
+}
+
+// reply answers a killReq, an inputReq or a doneMsg.
+type reply struct {
+	Err     string `json:"err,omitempty"`
+	Unknown bool   `json:"unknown,omitempty"` // no such task (any more)
+	Ended   bool   `json:"ended,omitempty"`   // input: the command has exited
+	Closed  bool   `json:"closed,omitempty"`  // input: eof was sent before
+}
+
+// outMsg carries output bytes from a worker to the owner node (published on
+// P.o.<node>.out): Data is the output from offset Off on. On the wire the bytes
+// are the message's payload as they are, and the rest rides in headers
+// (Taskrt-Task, Taskrt-Worker, Taskrt-Off), so that output costs no encoding.
+type outMsg struct {
+	Task   string
+	Worker string
+	Off    int64
+	Data   []byte
+}
+
+const (
+	hdrTask   = "Taskrt-Task"
+	hdrWorker = "Taskrt-Worker"
+	hdrOff    = "Taskrt-Off"
+)
+
+func (m outMsg) msg(subject string) *nats.Msg {
+	msg := nats.NewMsg(subject)
+	msg.Header.Set(hdrTask, m.Task)
+	msg.Header.Set(hdrWorker, m.Worker)
+	msg.Header.Set(hdrOff, strconv.FormatInt(m.Off, 10))
+	msg.Data = m.Data
+	return msg
+}
+
+func parseOut(msg *nats.Msg) (outMsg, error) {
+	off, err := strconv.ParseInt(msg.Header.Get(hdrOff), 10, 64)
+	if err != nil || off < 0 {
+		return outMsg{}, fmt.Errorf("remote: malformed output message (offset %q)", msg.Header.Get(hdrOff))
+	}
+	return outMsg{Task: msg.Header.Get(hdrTask), Worker: msg.Header.Get(hdrWorker), Off: off, Data: msg.Data}, nil
+}
+
+// ackMsg tells a worker how much of a task's output the owner node holds
+// (published on P.w.<worker>.ack): the flow-control credit.
+type ackMsg struct {
+	Task string `json:"task"`
+	Off  int64  `json:"off"`
+}
+
+// doneMsg reports a task's outcome, once its processes are gone and every output
+// byte was acknowledged (request on P.o.<node>.done; the owner's reply ends the
+// worker's retries).
+type doneMsg struct {
+	Task     string `json:"task"`
+	Worker   string `json:"worker"`
+	Status   string `json:"status"`
+	Detail   string `json:"detail"`
+	Written  int64  `json:"written"`
+	ExitCode int    `json:"exit_code"`
+}
+
+func encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("remote: encoding %T: %v", v, err)) // every wire type encodes
+	}
+	return b
+}
