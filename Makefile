@@ -51,6 +51,14 @@ flake: ## the suite FLAKE_COUNT times (-race, -cpu FLAKE_CPU) beside a competing
 bench: ## benchmarks against baselines, one table
 	$(GO) run ./bench/cmd/taskrt-bench
 
+.PHONY: cluster-bench cluster-test
+
+cluster-bench: ## remote tasks over NATS next to local ones, and failover times (10 runs each)
+	$(GO) run ./bench/cmd/taskrt-cluster-bench
+
+cluster-test: ## only the fault tests of worker nodes (partitions, pauses, crashes, a replicated store); make test runs them too
+	$(GO) test -race -count=1 -v -run 'CutOff|Paused|Restarted|ManyOwners|Replicated|StreamLeader|Crash|LostLeases|FailedRenewal|Proxy' ./producers/remote/...
+
 stress: ## randomized stress with invariant checks, and 10,000 model-based sequences
 	$(GO) run ./bench/cmd/taskrt-stress -duration $(STRESS_DURATION)
 	$(GO) test -run TestModelBased -count=1 -v ./actors -rapid.checks=10000

@@ -51,7 +51,9 @@
 //     does (setsid, a double fork, clearing its environment) takes a process out of
 //     it. The cgroup is killed with cgroup.kill and known empty from cgroup.events;
 //     nothing scans /proc, so a task costs the same whatever else runs on the
-//     machine. Limits on processes, memory and CPU (WithMaxProcesses,
+//     machine; the orphan reaper reads /proc only for the settling task's own
+//     processes and, once each, for children of this process it has not met
+//     before (see docs/cost.md). Limits on processes, memory and CPU (WithMaxProcesses,
 //     WithMemoryLimit, WithCPULimit, Command.Limits) are available in this mode
 //     only; on a hybrid mount whose controllers are bound to cgroup v1, they are
 //     placed in the v1 hierarchies.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // SandboxMode is what a sandboxed command may write. Its zero value is SandboxOff.
@@ -201,18 +202,13 @@ type sandboxState struct {
 	bwrap  string // the configured program
 	shell  string // the shell, run inside by the check too
 	once   sync.Once
-	path   string // bwrap's resolved path; set by once
-	setsid string // setsid's resolved path; set by once
-	err    error  // non-nil: no sandboxed command can start; set by once
-	done   sync.Mutex
-	ran    bool // protected by done: check has run
+	path   string      // bwrap's resolved path; set by once
+	setsid string      // setsid's resolved path; set by once
+	err    error       // non-nil: no sandboxed command can start; set by once
+	ran    atomic.Bool // check has run (for SandboxDetail, which must not run it)
 }
 
-func (s *sandboxState) checked() bool {
-	s.done.Lock()
-	defer s.done.Unlock()
-	return s.ran
-}
+func (s *sandboxState) checked() bool { return s.ran.Load() }
 
 // check runs the availability check once and returns bwrap's path or why
 // sandboxed commands cannot start.
@@ -222,9 +218,7 @@ func (s *sandboxState) check() (string, error) {
 		if s.err != nil {
 			s.err = fmt.Errorf("%w: %v", ErrSandboxUnavailable, s.err)
 		}
-		s.done.Lock()
-		s.ran = true
-		s.done.Unlock()
+		s.ran.Store(true)
 	})
 	return s.path, s.err
 }

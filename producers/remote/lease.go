@@ -44,6 +44,9 @@ const (
 )
 
 func renewEvery(d time.Duration) time.Duration { return d / renewDiv }
+
+// retryEvery is how soon a renewal that failed is tried again (D/16).
+func retryEvery(d time.Duration) time.Duration { return d / (4 * renewDiv) }
 func fenceAfter(d time.Duration) time.Duration { return d / fenceDiv }
 func lapseAfter(d time.Duration) time.Duration { return d + d/slackDiv }
 
@@ -165,23 +168,29 @@ func (h *holder) run(ctx context.Context) {
 	}
 }
 
-// keep renews the lease until it is lost (it returns why) or ctx ends.
+// keep renews the lease until it is lost (it returns why) or ctx ends. A renewal
+// that fails without an answer (no responders while the stream elects a leader,
+// the connection reconnecting to another server) is tried again after
+// retryEvery, not a whole renewEvery later: otherwise one failed renewal just
+// before a tick left the next attempt at the fence itself.
 func (h *holder) keep(ctx context.Context) string {
 	v := h.value
 	v.Epoch = h.epoch
 	val := encode(v)
-	tick := time.NewTicker(renewEvery(h.d))
-	defer tick.Stop()
+	wait := renewEvery(h.d)
 	for {
 		fenceAt := h.sentAt.Add(fenceAfter(h.d))
+		next := time.NewTimer(wait)
 		fence := time.NewTimer(time.Until(fenceAt))
 		select {
 		case <-ctx.Done():
+			next.Stop()
 			fence.Stop()
 			return ""
 		case <-fence.C:
+			next.Stop()
 			return fmt.Sprintf("not renewed for %s (half its lease)", fenceAfter(h.d))
-		case <-tick.C:
+		case <-next.C:
 			fence.Stop()
 		}
 		sent := time.Now()
@@ -191,12 +200,14 @@ func (h *holder) keep(ctx context.Context) string {
 		switch {
 		case err == nil:
 			h.rev, h.sentAt = rev, sent
+			wait = renewEvery(h.d) - time.Since(sent)
 		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 			return "renewal refused: " + err.Error()
 		case ctx.Err() != nil:
 			return ""
 		default:
 			h.log.Debug("remote: renewal failed; retrying", "key", h.key, "err", err)
+			wait = retryEvery(h.d)
 		}
 	}
 }

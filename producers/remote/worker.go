@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -72,6 +73,10 @@ type wtask struct {
 	acked  int64         // output bytes the owner node holds
 	ackAt  time.Time     // when acked last moved
 	fin    chan struct{} // closed when the task is gone from the worker
+	// fenced is set by the worker's self-fence before it kills the command: the
+	// outcome it then reports is "worker lost", as the owner would settle it on the
+	// lapse, not the kill's own (the model never asked for one).
+	fenced atomic.Bool
 }
 
 type inputJob struct {
@@ -492,6 +497,7 @@ func (w *Worker) fence(epoch uint64, why string) {
 	}
 	w.mu.Unlock()
 	for _, t := range live {
+		t.fenced.Store(true)
 		_ = t.h.Cancel("worker fenced: " + why)
 	}
 }
@@ -594,6 +600,9 @@ func (t *wtask) stream() {
 		case o, ok := <-done:
 			if !ok {
 				o = messages.Outcome{Status: messages.Failed, Detail: "bash producer closed Done without an outcome"}
+			}
+			if t.fenced.Load() {
+				o = lostOutcome(w.name)
 			}
 			outcome, done = &o, nil
 			close(t.exited)

@@ -496,6 +496,39 @@ func toResult(r tools.Result, notices []string) *mcp.CallToolResult {
 	return res
 }
 
+// appendNotices adds notices to an MCP result built earlier (a protocol-level
+// task's stored result): to its content, and to its structuredContent when it has
+// one, so that they reach the model whichever part its client shows.
+func appendNotices(res *mcp.CallToolResult, notices []string) {
+	if len(notices) == 0 {
+		return
+	}
+	res.Content = slices.Clone(res.Content)
+	for _, text := range notices {
+		res.Content = append(res.Content, &mcp.TextContent{Text: text})
+	}
+	switch sc := res.StructuredContent.(type) {
+	case nil:
+	case handleResult:
+		sc.Notices = append(slices.Clone(sc.Notices), notices...)
+		res.StructuredContent = sc
+	case scopedHandle:
+		sc.Notices = append(slices.Clone(sc.Notices), notices...)
+		res.StructuredContent = sc
+	default:
+		m := map[string]any{}
+		if b, err := json.Marshal(sc); err == nil {
+			_ = json.Unmarshal(b, &m)
+		}
+		prior, _ := m["notices"].([]any)
+		for _, n := range notices {
+			prior = append(prior, n)
+		}
+		m["notices"] = prior
+		res.StructuredContent = m
+	}
+}
+
 // handleResult is a background Handle as structuredContent: the handle's fields
 // first, as programs read them, then what the model must read.
 type handleResult struct {

@@ -700,9 +700,7 @@ func (s *Server) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *task
 	}
 	meta[metaRelatedTask] = map[string]string{"taskId": pt.id}
 	res.Meta = meta
-	for _, text := range sess.takeNotices() {
-		res.Content = append(res.Content, &mcp.TextContent{Text: text})
-	}
+	appendNotices(&res, sess.takeNotices())
 	return &res, nil
 }
 

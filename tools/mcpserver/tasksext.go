@@ -146,9 +146,7 @@ func (e *extTask) result(notices []string) *mcp.CallToolResult {
 	res := *e.pt.result
 	e.pt.mu.Unlock()
 	res.Content = append([]mcp.Content(nil), res.Content...)
-	for _, text := range notices {
-		res.Content = append(res.Content, &mcp.TextContent{Text: text})
-	}
+	appendNotices(&res, notices)
 	return &res
 }
 
