@@ -112,7 +112,7 @@ func (a *agent) receive(ctx actor.Context) {
 		a.rt.nActors.Add(1)
 	case *spawnTask:
 		// Never after stopAgent: the registry stops routing to an agent it stopped.
-		if _, err := ctx.SpawnNamed(newTaskProps(a.rt, m.snap, m.hooks, m.starter), string(m.snap.ID)); err != nil {
+		if _, err := ctx.SpawnNamed(newTaskProps(a.rt, m.snap, m.hooks, m.run, m.starter), string(m.snap.ID)); err != nil {
 			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.snap.ID, "err", err)
 			ctx.Send(m.starter, &startReply{err: fmt.Errorf("spawn task actor: %w", err)})
 		}

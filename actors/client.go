@@ -32,6 +32,17 @@ type Agents struct{ rt *Runtime }
 // is never called. ctx governs only the start: cancelling it after Start returned never
 // touches the task.
 //
+// With WithQueue, a start that finds its owner at its cap (or the runtime at its
+// WithGlobalLimit) and room in the owner's queue is recorded queued instead: Start
+// returns its id at once and s.Run is called later, by the runtime on a goroutine of
+// its own, when the task gets a slot (see queue.go); a Run error then settles the task
+// failed.
+//
+// A Spec with a Key is idempotent: when the key names a task of the same owner that
+// is live or still retained, Start calls no Run and returns that task's id with an
+// error wrapping messages.ErrDuplicate (see messages.Spec.Key). The key is checked
+// after the owner and before the cap, so that a retry at the cap still finds its task.
+//
 // While Run runs, a disposal of the owner (or Close) waits for it, at most the settle
 // timeout (WithSettleTimeout). A Run that takes longer is abandoned: the disposal goes
 // on, and when Run returns, Start cancels the work it started (reason "start
@@ -47,7 +58,10 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	if s.Run == nil {
 		return "", fmt.Errorf("%w: Run is nil", messages.ErrInvalidSpec)
 	}
-	m, err := rt.callUntilReply(&reserveStart{kind: s.Kind, label: s.Label, owner: s.Owner})
+	if len(s.Key) > messages.MaxKey {
+		return "", fmt.Errorf("%w: key of %d bytes is over the bound of %d", messages.ErrInvalidSpec, len(s.Key), messages.MaxKey)
+	}
+	m, err := rt.callUntilReply(&reserveStart{kind: s.Kind, label: s.Label, owner: s.Owner, key: s.Key})
 	if err != nil {
 		return "", rt.noActorErr(err)
 	}
@@ -55,7 +69,22 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	if res.err != nil {
 		return "", res.err
 	}
+	if res.dup != "" {
+		return res.dup, fmt.Errorf("%w: key %q is task %s", messages.ErrDuplicate, s.Key, res.dup)
+	}
 	abort := func() { tellRegistry(rt.system.Root, rt, &abortStart{token: res.token}) }
+	if res.queued {
+		// At the cap with room in the queue: the task is recorded queued now, and
+		// the runtime calls Run once it gets a slot (queue.go).
+		m, err = rt.callUntilReply(&commitStart{token: res.token, run: s.Run})
+		if err == nil && m.(*startReply).err == nil {
+			return m.(*startReply).id, nil
+		}
+		if err == nil {
+			err = m.(*startReply).err
+		}
+		return "", rt.noActorErr(err)
+	}
 	if err := ctx.Err(); err != nil {
 		abort()
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)

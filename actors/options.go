@@ -37,6 +37,9 @@ type config struct {
 	retention     int  // settled records kept per bucket (0: none)
 	tombstones    int  // tombstones kept per bucket (0: none)
 	ancestors     bool // an agent's ancestors reach its tasks
+	watchLimit    int  // live watches per owner (watch.go)
+	queue         int  // queued starts per owner beyond the caps (queue.go); 0 = none
+	globalLimit   int  // running tasks across all owners (queue.go); 0 = none
 
 	meters metric.MeterProvider // nil: no metrics
 
@@ -51,6 +54,7 @@ func defaultConfig() config {
 		retention:     DefaultRetention,
 		tombstones:    DefaultTombstones,
 		ancestors:     true,
+		watchLimit:    DefaultWatchLimit,
 		logger:        slog.New(slog.DiscardHandler),
 	}
 }

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"regexp"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/taskrt/taskrt/messages"
@@ -67,11 +69,15 @@ func requestRegistry(rt *Runtime, m registryMsg, replyTo *actor.PID) {
 type reserveStart struct {
 	kind, label string
 	owner       messages.AgentID
+	key         string // Spec.Key: "" = not idempotent
+	noQueue     bool   // refuse rather than queue at the cap (Adopt: the work runs already)
 }
 
 type reserveReply struct {
-	token uint64
-	err   error
+	token  uint64
+	queued bool            // at the cap with room in the queue: commit with run, do not call it (queue.go)
+	dup    messages.TaskID // the task the start's key names: nothing to start (see keys.go)
+	err    error
 }
 
 // commitStart turns a reservation into a task (client → registry). The task actor
@@ -81,6 +87,7 @@ type reserveReply struct {
 type commitStart struct {
 	token uint64
 	hooks messages.Hooks
+	run   func() (messages.Hooks, error) // a queued start's Spec.Run, called when it gets a slot
 }
 
 type startReply struct {
@@ -185,8 +192,9 @@ type taskChanged struct{ snap messages.Snapshot }
 
 // taskSettled: a task's terminal snapshot.
 type taskSettled struct {
-	snap  messages.Snapshot
-	bytes int64 // the output's size, for a task with an output stream
+	snap   messages.Snapshot
+	queued bool  // it settled while queued: it never held a slot (queue.go)
+	bytes  int64 // the output's size, for a task with an output stream
 }
 
 // taskOutput: a task's output grew (task → registry, only while someone
@@ -220,6 +228,7 @@ type startsOverdue struct{ owner messages.AgentID }
 type spawnTask struct {
 	snap    messages.Snapshot
 	hooks   messages.Hooks
+	run     func() (messages.Hooks, error) // a queued task's Spec.Run (queue.go)
 	starter *actor.PID
 }
 
@@ -295,6 +304,55 @@ type inputGraceOver struct{}
 // settlement: one task settlement to hand to an OnDone listener.
 type settlement struct{ snap messages.Snapshot }
 
+// ---- watches (watch.go) ----
+
+// watchTask starts a watch (client → registry → task). Reply: *errReply, from the
+// task actor (or the registry, when refused).
+type watchTask struct {
+	id      messages.TaskID
+	caller  messages.AgentID
+	pattern string
+	re      *regexp.Regexp
+	opts    WatchOptions
+}
+
+// watchEnded: a watch's delivery sent its last notice, or the task refused the watch
+// (delivery or task → registry).
+type watchEnded struct {
+	id    messages.TaskID
+	owner messages.AgentID
+}
+
+// watchTimeout: a watch's timeout passed (timer → task).
+type watchTimeout struct{ n uint64 }
+
+// watchCapped: a watch's delivery sent its last notice under the cap (delivery →
+// task).
+type watchCapped struct{ n uint64 }
+
+// ---- queues (queue.go) ----
+
+// runQueued: the registry handed a queued task a slot (registry → task).
+type runQueued struct{}
+
+// queuedRan: a queued task's Run returned (start goroutine → task).
+type queuedRan struct {
+	hooks messages.Hooks
+	err   error
+}
+
+// queuePosition asks where a queued task stands (client → registry). Reply:
+// *queuePositionReply.
+type queuePosition struct {
+	id     messages.TaskID
+	caller messages.AgentID
+}
+
+type queuePositionReply struct {
+	pos, total int
+	err        error
+}
+
 func (*reserveStart) isRegistryMsg()  {}
 func (*commitStart) isRegistryMsg()   {}
 func (*abortStart) isRegistryMsg()    {}
@@ -344,3 +402,11 @@ func (*outputGrew) isTaskMsg()            {}
 func (*untilTimeout) isTaskMsg()          {}
 func (*inputDone) isTaskMsg()             {}
 func (*inputGraceOver) isTaskMsg()        {}
+func (*watchTask) isRegistryMsg()         {}
+func (*watchEnded) isRegistryMsg()        {}
+func (*watchTask) isTaskMsg()             {}
+func (*watchTimeout) isTaskMsg()          {}
+func (*watchCapped) isTaskMsg()           {}
+func (*queuePosition) isRegistryMsg()     {}
+func (*runQueued) isTaskMsg()             {}
+func (*queuedRan) isTaskMsg()             {}

@@ -43,15 +43,22 @@ type registry struct {
 	surfaces    map[uint64]string
 	nextSurface uint64
 
-	counters  map[string]int // per-kind id counters
-	starts    map[uint64]*reservation
-	nextToken uint64
-	seq       uint64 // start order
+	counters map[string]int // per-kind id counters
+	starts   map[uint64]*reservation
+	// committing holds the keyed starts committed but not yet indexed, by id, with
+	// the duplicates parked behind them (keys.go).
+	committing map[messages.TaskID]*reservation
+	nextToken  uint64
+	seq        uint64 // start order
 
 	tasks   map[messages.TaskID]*taskEntry
 	unowned bucket
-	agents  map[messages.AgentID]*agentEntry
-	byPID   map[string]*agentEntry // by actor id, for Terminated
+	// globalLive counts every bucket's live (running, stopping, reserved) against
+	// WithGlobalLimit; fair is the round robin of queued starts (queue.go).
+	globalLive int
+	fair       fairness
+	agents     map[messages.AgentID]*agentEntry
+	byPID      map[string]*agentEntry // by actor id, for Terminated
 
 	listeners  map[string]*actor.PID    // OnDone listener actors, by actor id
 	setWaiters map[string][2]*actor.PID // set waiter actors by actor id: {waiter, requester}
@@ -72,10 +79,12 @@ const (
 // taskEntry is the registry's record of a task: a live or retained task (pid set) or
 // a tombstone (pid nil, snap.Evicted set), which the registry answers itself.
 type taskEntry struct {
-	snap     messages.Snapshot
-	pid      *actor.PID
-	seq      uint64
-	notified bool // the completion notice was claimed (notifyTask)
+	snap        messages.Snapshot
+	pid         *actor.PID
+	seq         uint64
+	notified    bool   // the completion notice was claimed (notifyTask)
+	key         string // Spec.Key, "" for none (keys.go)
+	watchCounts        // live watches and the notice claims they hold (watch.go)
 }
 
 // report marks a tombstone reported; while the task actor lives, the actor does.
@@ -239,14 +248,17 @@ func (r *registry) receive(ctx actor.Context) {
 
 	// ---- starts ----
 	case *reserveStart:
-		ctx.Respond(r.reserve(m))
+		if rep := r.reserve(m, ctx.Sender()); rep != nil {
+			ctx.Respond(rep)
+		}
 	case *commitStart:
 		r.commit(ctx, m)
 	case *abortStart:
 		if res, ok := r.starts[m.token]; ok {
 			delete(r.starts, m.token)
-			res.b.live--
 			r.startResolved(ctx, res.owner, res.b)
+			r.keyAborted(ctx, res)
+			r.unreserve(ctx, res)
 		}
 	case *startsOverdue:
 		delete(r.overdue, m.owner)
@@ -261,6 +273,10 @@ func (r *registry) receive(ctx actor.Context) {
 			}
 			if e.snap.Status != messages.Stopping && m.snap.Status == messages.Stopping {
 				r.publish(messages.Event{Kind: messages.EventTaskStopping, Agent: m.snap.Owner, Task: m.snap})
+			}
+			if e.snap.Status == messages.Queued && m.snap.Status == messages.Running {
+				r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
+				r.rt.metrics.taskStarted(m.snap.Kind)
 			}
 			e.snap = m.snap
 		}
@@ -294,7 +310,15 @@ func (r *registry) receive(ctx actor.Context) {
 			ctx.Poison(m.pid)
 		}
 	case *notifyTask:
-		ctx.Respond(r.claimNotice(m.id))
+		if !r.holdClaim(ctx, m.id) {
+			ctx.Respond(r.claimNotice(m.id))
+		}
+	case *queuePosition:
+		r.queuePosition(ctx, m)
+	case *watchTask:
+		r.watch(ctx, m)
+	case *watchEnded:
+		r.watchEnded(ctx, m)
 	case *subscribeEvents:
 		if r.phase != runtimeOpen {
 			ctx.Respond(&errReply{err: r.rt.closedErr()})
@@ -465,7 +489,7 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	if b == nil {
 		return
 	}
-	b.live--
+	r.slotFreed(ctx, b, m)
 	b.retained.push(m.snap.ID)
 	for b.retained.len() > r.rt.cfg.retention {
 		r.evict(ctx, b, b.retained.pop())

@@ -19,6 +19,7 @@ type agentEntry struct {
 	injector messages.Injector
 	bucket
 	children map[messages.AgentID]struct{}
+	watches  int // live watches on its tasks (watch.go)
 
 	phase     agentPhase
 	reason    string               // the teardown reason, once disposing
@@ -176,6 +177,7 @@ func (r *registry) agentGone(ctx actor.Context, a *agentEntry) {
 	r.publish(messages.Event{Kind: messages.EventAgentDisposed, Agent: a.id, Parent: a.parent})
 	delete(r.agents, a.id)
 	delete(r.byPID, a.pid.Id)
+	r.forgetOwner(a.id)
 	r.rt.nAgents.Add(-1)
 	var err error
 	if a.fault != nil {

@@ -18,9 +18,14 @@ type reservation struct {
 	kind, label string
 	owner       messages.AgentID
 	b           *bucket
+	key         string     // Spec.Key, "" for none
+	queued      bool       // a queue place, not a slot (queue.go)
+	dups        []keyedDup // starts with the same key parked until this one resolves
 }
 
-func (r *registry) reserve(m *reserveStart) *reserveReply {
+// reserve runs a start's preflight. It returns nil when the start was parked behind
+// a start in flight with the same key (keys.go answers it later).
+func (r *registry) reserve(m *reserveStart, sender *actor.PID) *reserveReply {
 	fail := func(err error) *reserveReply { return &reserveReply{err: err} }
 	if r.phase != runtimeOpen {
 		return fail(r.rt.closedErr())
@@ -42,14 +47,20 @@ func (r *registry) reserve(m *reserveStart) *reserveReply {
 		}
 		b = &a.bucket
 	}
-	if limit := r.rt.cfg.ownerLimit; limit > 0 && b.live >= limit {
-		return fail(&messages.LimitError{Limit: limit, Stopping: r.stopping(b)})
+	if m.key != "" {
+		if rep, parked := r.keyedStart(b, m, sender); rep != nil || parked {
+			return rep
+		}
 	}
-	b.live++
+	queued, err := r.admit(m.owner, b, m.noQueue)
+	if err != nil {
+		return fail(err)
+	}
 	b.pending++
 	r.nextToken++
-	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b}
-	return &reserveReply{token: r.nextToken}
+	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b, key: m.key, queued: queued}
+	r.keyReserved(b, m.key, r.nextToken)
+	return &reserveReply{token: r.nextToken, queued: queued}
 }
 
 func (r *registry) commit(ctx actor.Context, m *commitStart) {
@@ -74,6 +85,10 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 		Status:  messages.Running,
 		Started: time.Now(),
 	}
+	if res.queued {
+		snap.Status = messages.Queued
+	}
+	r.keyCommitted(res, snap.ID)
 	r.rt.nRecords.Add(1)
 	r.rt.nRunning.Add(1)
 	// The task actor announces itself (taskSpawned) before it answers the starter, so
@@ -81,12 +96,12 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	// pending until taskSpawned, so a disposal of the owner waits for it and the
 	// agent actor is never asked to spawn once it began its teardown.
 	if res.owner == "" {
-		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.hooks, ctx.Sender()), string(snap.ID)); err != nil {
+		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.hooks, m.run, ctx.Sender()), string(snap.ID)); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
 		}
 		return
 	}
-	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, starter: ctx.Sender()})
+	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, run: m.run, starter: ctx.Sender()})
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
@@ -94,8 +109,14 @@ func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq}
 	b := r.bucketOf(m.snap.Owner) // the owner cannot be gone: its disposal waits for this start
 	b.ids = append(b.ids, m.snap.ID)
-	r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
-	r.rt.metrics.taskStarted(m.snap.Kind)
+	r.keyIndexed(ctx, r.tasks[m.snap.ID])
+	if m.snap.Status == messages.Queued {
+		r.publish(messages.Event{Kind: messages.EventTaskQueued, Agent: m.snap.Owner, Task: m.snap})
+		defer r.queuedIndexed(ctx, m.snap.Owner, b, m.snap.ID)
+	} else {
+		r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
+		r.rt.metrics.taskStarted(m.snap.Kind)
+	}
 	if m.snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
 		r.awaiting[m.pid.Id] = struct{}{}
@@ -132,8 +153,9 @@ func (r *registry) abandonStarts(ctx actor.Context, owner messages.AgentID) {
 		r.rt.log.Error("taskrt: a start's Run did not return within the settle timeout during teardown; abandoned",
 			"kind", res.kind, "owner", res.owner, "after", r.rt.cfg.settleTimeout)
 		delete(r.starts, token)
-		res.b.live--
 		r.startResolved(ctx, res.owner, res.b)
+		r.keyAborted(ctx, res)
+		r.unreserve(ctx, res)
 	}
 }
 

@@ -12,7 +12,10 @@ import (
 // bucket is one owner's share (or the unowned tasks'): its slot count, its records
 // in start order, and the two retention queues.
 type bucket struct {
-	live    int // running + stopping + reserved
+	live   int // running + stopping + reserved (a slot each)
+	queued int // queued tasks and queued reservations (a queue place each; queue.go)
+	// waiting holds the queued tasks, first queued first (queue.go).
+	waiting []messages.TaskID
 	pending int // reservations not yet committed and indexed
 	// ids holds every record and tombstone in start order. A forgotten tombstone's id
 	// stays until the slice is compacted (when more than half of it is forgotten), so
@@ -21,6 +24,9 @@ type bucket struct {
 	forgotten int
 	retained  queue // settled tasks with full records, oldest settled first
 	tombs     queue // tombstones, oldest evicted first
+	// keys maps the Spec.Key of each live or retained task, and of each keyed start
+	// in flight, to it (keys.go). Nil until the first keyed start.
+	keys map[string]keyed
 }
 
 // queue is a FIFO of ids.
@@ -71,6 +77,7 @@ func (r *registry) evict(ctx actor.Context, b *bucket, id messages.TaskID) {
 	ctx.Poison(e.pid)
 	e.pid = nil
 	e.snap.Evicted = true
+	r.keyEvicted(b, e)
 	r.publish(messages.Event{Kind: messages.EventTaskEvicted, Agent: e.snap.Owner, Task: e.snap})
 	r.rt.metrics.evicted.Add(bg, 1)
 	r.rt.nRecords.Add(-1)
@@ -105,6 +112,7 @@ func (r *registry) forget(b *bucket, id messages.TaskID) {
 // and poisons its actor if it has one.
 func (r *registry) dropRecord(ctx actor.Context, id messages.TaskID, e *taskEntry) {
 	delete(r.tasks, id)
+	r.releaseClaims(ctx, e)
 	switch {
 	case e.pid == nil:
 		r.rt.nTombstones.Add(-1)

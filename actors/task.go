@@ -53,11 +53,13 @@ type task struct {
 
 	calls producerCalls // producer calls off the mailbox (Cancel, Input)
 
-	untils []*untilWaiter // pending ReadUntil requests, in arrival order
-	grew   atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
-	// listening is set while a ReadUntil is pending (written on the mailbox, read by
-	// the growth callback): growth is sent home only then or while events have a
-	// subscriber.
+	untils  []*untilWaiter // pending ReadUntil requests, in arrival order
+	watches []*outputWatch // live watches (watch.go), in arrival order
+	queue   *queuedStart   // a queued start's state (queue.go); nil for a task started at once
+	grew    atomic.Bool    // an outputGrew is on its way (coalesces the producer's growth callbacks)
+	// listening is set while a ReadUntil or a watch is pending (written on the
+	// mailbox, read by the growth callback): growth is sent home only then or while
+	// events have a subscriber.
 	listening atomic.Bool
 
 	inputs    []*inputReq  // accepted inputs not yet answered, in arrival order; [0] is being written when writing
@@ -109,9 +111,15 @@ const (
 	settleTimedOut
 )
 
-func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, starter *actor.PID) *actor.Props {
+// newTaskProps makes a task actor; a queued task (run set) starts in phaseQueued
+// and calls run when the registry hands it a slot (queue.go).
+func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
+		t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
+		if run != nil {
+			t.phase, t.queue = phaseQueued, &queuedStart{run: run}
+		}
+		return t
 	}, actor.WithDispatcher(rt.pool))
 }
 
@@ -123,12 +131,15 @@ func (t *task) Receive(ctx actor.Context) {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
 	}
-	if len(t.untils) == 0 && t.listening.Load() {
+	if len(t.untils) == 0 && len(t.watches) == 0 && t.listening.Load() {
 		t.listening.Store(false)
 	}
 }
 
 func (t *task) receive(ctx actor.Context) {
+	if t.phase == phaseQueued && t.receiveQueued(ctx) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
@@ -141,8 +152,10 @@ func (t *task) receive(ctx actor.Context) {
 		// Output first: output written before now is announced with a message to
 		// self, which must reach the mailbox before any outcome the Done watcher
 		// forwards, so that a task's output event never follows its settlement.
-		t.watchOutput()
-		t.watchDone()
+		if t.phase != phaseQueued { // a queued task watches once it runs (queue.go)
+			t.watchOutput()
+			t.watchDone()
+		}
 	case *outcomeMsg:
 		t.outcome(ctx, m)
 	case *messages.ReadTask:
@@ -168,6 +181,7 @@ func (t *task) receive(ctx actor.Context) {
 	case *outputGrew:
 		t.grew.Store(false)
 		t.matchUntils(ctx)
+		t.scanWatches(false)
 		// After settlement the settled event has told the output's size: output
 		// events come before it or not at all.
 		if t.phase == phaseRunning || t.phase == phaseStopping {
@@ -183,14 +197,7 @@ func (t *task) receive(ctx actor.Context) {
 			t.answerTeardown(ctx)
 			return
 		}
-		// Teardown marks the task reported: no notice goes to a dying owner.
-		t.report(ctx)
-		t.transition(ctx, teardownBegan, messages.Outcome{})
-		if t.settleT == nil {
-			self, rt := t.self, t.rt
-			t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
-		}
-		t.cancelAsync(m.reason, nil)
+		t.beginTeardown(ctx, m.reason)
 	case *cancelResult:
 		t.cancelled(ctx, m)
 	case *messages.InputTask:
@@ -211,7 +218,21 @@ func (t *task) receive(ctx actor.Context) {
 		t.answerTeardown(ctx)
 	case *actor.Stopped:
 		t.stopped()
+	default:
+		t.receiveWatch(ctx)
 	}
+}
+
+// beginTeardown cancels the task for its owner's disposal or the runtime's close.
+func (t *task) beginTeardown(ctx actor.Context, reason string) {
+	// Teardown marks the task reported: no notice goes to a dying owner.
+	t.report(ctx)
+	t.transition(ctx, teardownBegan, messages.Outcome{})
+	if t.settleT == nil {
+		self, rt := t.self, t.rt
+		t.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
+	}
+	t.cancelAsync(reason, nil)
 }
 
 // transition is the only place the task's phase and status change. It returns
@@ -249,11 +270,12 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 			t.markReported()
 		}
 		t.stopWatch()
+		t.endWatches() // after a last scan: their notices come before the completion notice
 		var size int64
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
 		}
-		tellRegistry(ctx, t.rt, &taskSettled{snap: t.snap, bytes: size})
+		tellRegistry(ctx, t.rt, &taskSettled{snap: t.snap, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
 		for _, w := range t.waiters {
 			w.timer.Stop()
 			if t.rt.alive(w.pid) { // a requester that gave up gets nothing
@@ -460,6 +482,7 @@ func (t *task) answerTeardown(ctx actor.Context) {
 // every Cancel call returned.
 func (t *task) stopped() {
 	t.rt.nActors.Add(-1)
+	t.endWatches()
 	for _, w := range t.waiters {
 		w.timer.Stop()
 		t.rt.send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})

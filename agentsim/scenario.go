@@ -35,6 +35,12 @@ type Scenario struct {
 	// OwnerLimit caps the running tasks of each owner (actors.WithOwnerLimit); 0
 	// keeps the runtime's default.
 	OwnerLimit int `json:"owner_limit,omitempty"`
+	// Queue lets up to this many starts per owner wait beyond the caps, with status
+	// queued (actors.WithQueue); 0 = none.
+	Queue int `json:"queue,omitempty"`
+	// GlobalLimit caps the running tasks across all agents (actors.WithGlobalLimit),
+	// slots handed out round robin; 0 = none.
+	GlobalLimit int `json:"global_limit,omitempty"`
 	// DefaultModel is the model a subagent call without a model argument runs.
 	DefaultModel string `json:"default_model,omitempty"`
 	// Models are scripted models by name, for agents and sub-agents.
@@ -198,8 +204,8 @@ func (sc *Scenario) Validate() error {
 	if err := validateWorkers(sc.Workers); err != nil {
 		return err
 	}
-	if sc.TimeoutMS < 0 || sc.OwnerLimit < 0 {
-		return errors.New("timeout_ms and owner_limit must not be negative")
+	if sc.TimeoutMS < 0 || sc.OwnerLimit < 0 || sc.Queue < 0 || sc.GlobalLimit < 0 {
+		return errors.New("timeout_ms, owner_limit, queue and global_limit must not be negative")
 	}
 	return nil
 }
@@ -257,7 +263,8 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	if sc.DefaultModel != "" {
 		simOpts = append(simOpts, WithDefaultModel(sc.DefaultModel))
 	}
-	simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(sc.OwnerLimit))) // 0 keeps the default
+	simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(sc.OwnerLimit), // 0 keeps the default
+		actors.WithQueue(sc.Queue), actors.WithGlobalLimit(sc.GlobalLimit)))
 	var nodes *workerNodes
 	if len(sc.Workers) > 0 {
 		var err error

@@ -182,7 +182,9 @@ func New(opts ...Option) (*Sim, error) {
 	if cfg.runner != nil {
 		run = cfg.runner
 	}
-	bashTool, err := tools.NewBashWithRunner(rt, run, cfg.bashToolOpts...)
+	// The simulated harness offers start keys (tools.WithStartKeys): scripts and
+	// scenarios play a harness that retries a start.
+	bashTool, err := tools.NewBashWithRunner(rt, run, append([]tools.BashOption{tools.WithStartKeys()}, cfg.bashToolOpts...)...)
 	if err != nil {
 		_ = rt.Close(context.Background())
 		return nil, err

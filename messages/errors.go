@@ -47,6 +47,13 @@ var (
 	// ErrTaskEnded is returned by Input for a task that has finished (or is being
 	// stopped): its input goes nowhere. The error names the task's status.
 	ErrTaskEnded = errors.New("task has ended")
+	// ErrDuplicate is returned by Start, with the id of the task already started,
+	// when the Spec's Key names a task of the same owner that is live or still
+	// retained (see Spec.Key): nothing was started.
+	ErrDuplicate = errors.New("duplicate start")
+	// ErrWatchLimit is returned by Watch when the task's owner already has its
+	// bound of live watches.
+	ErrWatchLimit = errors.New("watch limit reached")
 )
 
 // MaxInput is the most bytes one Input call may carry.
@@ -57,17 +64,28 @@ const MaxInput = 64 << 10
 // settled — each holds its slot until it settles) and starts in flight.
 // errors.Is(err, ErrOwnerLimit) reports true for it.
 type LimitError struct {
-	Limit    int // the cap
-	Stopping int // how many of the slots are held by stopping tasks
+	Limit    int  // the cap
+	Stopping int  // how many of the slots are held by stopping tasks
+	Global   bool // the cap is the runtime's, across all owners (actors.WithGlobalLimit)
+	Queue    int  // the owner's queue bound, when the queue is on and full (actors.WithQueue)
 }
 
 // Error names the limit, and the stopping tasks when there are any:
-// "background task limit reached for this owner (limit: 10)".
+// "background task limit reached for this owner (limit: 10)", "background task
+// limit reached across all owners (limit: 2); the queue is full (queue: 3)".
 func (e *LimitError) Error() string {
-	if e.Stopping > 0 {
-		return fmt.Sprintf("%s for this owner (limit: %d; %d stopping)", ErrOwnerLimit, e.Limit, e.Stopping)
+	scope := "for this owner"
+	if e.Global {
+		scope = "across all owners"
 	}
-	return fmt.Sprintf("%s for this owner (limit: %d)", ErrOwnerLimit, e.Limit)
+	s := fmt.Sprintf("%s %s (limit: %d)", ErrOwnerLimit, scope, e.Limit)
+	if e.Stopping > 0 {
+		s = fmt.Sprintf("%s %s (limit: %d; %d stopping)", ErrOwnerLimit, scope, e.Limit, e.Stopping)
+	}
+	if e.Queue > 0 {
+		s += fmt.Sprintf("; the queue is full (queue: %d)", e.Queue)
+	}
+	return s
 }
 
 // Is makes errors.Is(err, ErrOwnerLimit) true.

@@ -21,6 +21,7 @@ type Status string
 
 // The task statuses. See the package documentation for the transitions.
 const (
+	Queued    Status = "queued"    // waiting for a slot (actors.WithQueue); its work has not started
 	Running   Status = "running"   // the producer's work is live
 	Stopping  Status = "stopping"  // cancel requested and accepted, Done not yet settled
 	Completed Status = "completed" // the work ended on its own
@@ -122,10 +123,20 @@ type Spec struct {
 	Kind  string  // id prefix and producer kind; must match KindPattern
 	Label string  // one-line model-facing label (the command, the description); non-empty
 	Owner AgentID // the spawning agent; "" = unowned
+	// Key, when set, makes the start idempotent: a start whose Key matches a task of
+	// the same owner that is running, stopping, or settled and still retained (not
+	// evicted) starts nothing, calls no Run, and returns that task's id with an error
+	// wrapping ErrDuplicate. A start with the same Key still in flight is answered
+	// once it resolves (its id, or — if it failed — a start of its own). At most
+	// MaxKey bytes. Optional.
+	Key string
 	// Run starts the work and returns its hooks. An error (or a panic) means nothing
 	// was started: the start fails, no id is burned and nothing is recorded.
 	Run func() (Hooks, error)
 }
+
+// MaxKey is the longest Spec.Key, in bytes.
+const MaxKey = 256
 
 // KindPattern is the shape of a valid Spec.Kind, `^[a-z][a-z0-9_-]*$`. It is a
 // function so that nobody can replace the pattern the runtime checks starts with;
@@ -209,6 +220,7 @@ type EventKind string
 const (
 	EventAgentRegistered EventKind = "agent-registered"
 	EventAgentDisposed   EventKind = "agent-disposed"
+	EventTaskQueued      EventKind = "task-queued" // started at the cap and queued (actors.WithQueue); task-started follows when it runs
 	EventTaskStarted     EventKind = "task-started"
 	EventTaskOutput      EventKind = "task-output"   // the task's output grew; Bytes is its size now
 	EventTaskStopping    EventKind = "task-stopping" // cancelled (killed or torn down), not yet settled

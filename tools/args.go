@@ -39,6 +39,11 @@ func minimum(name string, v float64) tweak {
 	return func(props map[string]*jsonschema.Schema) { props[name].Minimum = &v }
 }
 
+// maximum sets an upper bound on an integer property.
+func maximum(name string, v float64) tweak {
+	return func(props map[string]*jsonschema.Schema) { props[name].Maximum = &v }
+}
+
 // minLength sets a minimum length on a string property.
 func minLength(name string, n int) tweak {
 	return func(props map[string]*jsonschema.Schema) { props[name].MinLength = &n }
@@ -205,3 +210,40 @@ func article(jsonType string) string {
 
 // quoteName quotes a model-supplied key for an error line, bounded and on one line.
 func quoteName(s string) string { return fmt.Sprintf("%q", truncate(s, 64)) }
+
+// without returns a copy of a without the named properties: absent from the schema
+// and unknown to the decoder (a call that still sends one is rejected as an unknown
+// field), so that an option leaving a parameter out changes both at once.
+func (a *argSpec) without(names ...string) *argSpec {
+	drop := map[string]bool{}
+	for _, n := range names {
+		drop[n] = true
+	}
+	m := a.schema()
+	if props, ok := m["properties"].(map[string]any); ok {
+		for n := range drop {
+			delete(props, n)
+		}
+	}
+	if req, ok := m["required"].([]any); ok {
+		kept := req[:0]
+		for _, r := range req {
+			if s, _ := r.(string); !drop[s] {
+				kept = append(kept, r)
+			}
+		}
+		m["required"] = kept
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("tools: marshal schema: %v", err)) // it was JSON a moment ago
+	}
+	out := &argSpec{schemaJSON: b, fields: map[string]argField{}}
+	for _, n := range a.order {
+		if !drop[n] {
+			out.fields[n] = a.fields[n]
+			out.order = append(out.order, n)
+		}
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -27,18 +28,22 @@ const (
 // only when the tool's run_in_background is enabled (the default), and Stdin only when
 // stdin is enabled too (the default; see WithoutStdin).
 type BashArgs struct {
-	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
-	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
-	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
-	Stdin           string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
+	Command           string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
+	TimeoutMS         int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
+	RunInBackground   bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+	Key               string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
+	BackgroundAfterMS int64  `json:"background_after_ms,omitempty" jsonschema:"Foreground only: if the command is still running after this many milliseconds, move it to the background instead of waiting or killing it: the call returns its output so far and a background task id, as run_in_background would, and the command runs on as that task."`
+	Stdin             string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
 }
 
 // bashNoStdinArgs is BashArgs without stdin: the schema and decoder of a bash tool
 // whose background commands take no input (WithoutStdin).
 type bashNoStdinArgs struct {
-	Command         string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
-	TimeoutMS       int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
-	RunInBackground bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+	Command           string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
+	TimeoutMS         int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
+	RunInBackground   bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
+	Key               string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
+	BackgroundAfterMS int64  `json:"background_after_ms,omitempty" jsonschema:"Foreground only: if the command is still running after this many milliseconds, move it to the background instead of waiting or killing it: the call returns its output so far and a background task id, as run_in_background would, and the command runs on as that task."`
 }
 
 // bashForegroundArgs is BashArgs without run_in_background: the schema and decoder of
@@ -61,7 +66,8 @@ const bashDescription = "Run a shell command with /bin/bash -c and return its ou
 	"The command runs in its own process group with no terminal and empty stdin; at its timeout the whole group is killed. "
 
 const bashBackgroundDescription = "With run_in_background: true the command starts as a background task and the call returns its task id at once: " +
-	"read its output with task_output, stop it with task_kill, and expect a notice in this session when it finishes."
+	"read its output with task_output, stop it with task_kill, and expect a notice in this session when it finishes. " +
+	"For a command that may or may not take long (a build, a test run), set background_after_ms instead: it answers in the foreground if it finishes by then, and otherwise moves to the background and returns its task id with the output so far."
 
 const bashStdinDescription = " A background command can take input: with stdin: \"pipe\" it reads what you send with task_input, " +
 	"and with stdin: \"tty\" it runs on a terminal of its own instead (for a REPL or a prompt that needs one)."
@@ -88,6 +94,7 @@ type BashTool struct {
 type bashConfig struct {
 	background bool
 	stdin      bool
+	keys       bool // the key parameter is offered
 	timeout    time.Duration
 	maxTimeout time.Duration
 	dir        string
@@ -118,6 +125,16 @@ func WithRunInBackground(enabled bool) BashOption {
 // (false)) it never does, since stdin is for background commands only.
 func WithoutStdin() BashOption {
 	return bashOptionFunc(func(c *bashConfig) { c.stdin = false })
+}
+
+// WithStartKeys offers the key parameter: an idempotency key for background starts
+// (messages.Spec.Key). A harness that retries a call whose result it lost (a network
+// timeout) sends the same key again and gets the task the first call started — the
+// same handle, with text saying so — instead of a second copy of the work. It is off
+// by default: a model does not retry calls on its own, and a parameter it has no use
+// for costs it attention. With WithRunInBackground(false) there is no key either.
+func WithStartKeys() BashOption {
+	return bashOptionFunc(func(c *bashConfig) { c.keys = true })
 }
 
 // WithBashTimeout sets the foreground timeout used when a call gives no timeout_ms.
@@ -199,6 +216,9 @@ func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*BashTool, e
 		b.args = newArgSpec[bashForegroundArgs](minLength("command", 1), minimum("timeout_ms", 1),
 			describe("timeout_ms", fmt.Sprintf(bashTimeoutDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())))
 	}
+	if cfg.background && !cfg.keys {
+		b.args = b.args.without("key")
+	}
 	return b, nil
 }
 
@@ -260,7 +280,7 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	case b.cfg.background:
 		var bg bashNoStdinArgs
 		given, err = b.args.decode(raw, &bg)
-		a = BashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground}
+		a = BashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground, Key: bg.Key, BackgroundAfterMS: bg.BackgroundAfterMS}
 	default:
 		var fg bashForegroundArgs
 		given, err = b.args.decode(raw, &fg)
@@ -282,12 +302,29 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	if stdin != bash.StdinNone && !a.RunInBackground {
 		return errResult(argErr("stdin %q needs run_in_background: true (a foreground command takes no input)", a.Stdin))
 	}
+	if given["key"] && !a.RunInBackground {
+		return errResult(argErr("key needs run_in_background: true (it makes a background start idempotent)"))
+	}
+	if len(a.Key) > messages.MaxKey {
+		return errResult(argErr("key must be at most %d bytes", messages.MaxKey))
+	}
+	if given["background_after_ms"] {
+		switch {
+		case a.RunInBackground:
+			return errResult(argErr("background_after_ms is for foreground calls (with run_in_background the command is in the background from the start)"))
+		case a.BackgroundAfterMS <= 0 || a.BackgroundAfterMS > maxTimeoutMS:
+			return errResult(argErr("background_after_ms must be a positive number of milliseconds"))
+		}
+	}
 	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin}
 	if a.RunInBackground {
 		if a.TimeoutMS > maxTimeoutMS {
 			return errResult(argErr("timeout_ms must be at most %d", maxTimeoutMS))
 		}
-		return b.background(ctx, caller, cmd, time.Duration(a.TimeoutMS)*time.Millisecond)
+		return b.background(ctx, caller, cmd, time.Duration(a.TimeoutMS)*time.Millisecond, a.Key)
+	}
+	if given["background_after_ms"] {
+		return b.foregroundOrMove(ctx, caller, cmd, a.TimeoutMS, time.Duration(a.BackgroundAfterMS)*time.Millisecond)
 	}
 	return b.foreground(ctx, cmd, a.TimeoutMS)
 }
@@ -299,23 +336,35 @@ const maxTimeoutMS = int64(366 * 24 * time.Hour / time.Millisecond)
 
 // background starts cmd as a background task of caller; a positive timeout kills
 // it once that long has passed (see withTimeout).
-func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd bash.Command, timeout time.Duration) Result {
+func (b *BashTool) background(ctx context.Context, caller messages.AgentID, cmd bash.Command, timeout time.Duration, key string) Result {
 	spec := b.run.Spec(caller, cmd)
+	spec.Key = key
 	if timeout > 0 {
 		spec.Run = withTimeout(spec.Run, timeout)
 	}
 	id, err := b.rt.Tasks().Start(ctx, spec)
+	if errors.Is(err, messages.ErrDuplicate) {
+		return b.duplicate(ctx, caller, id, key)
+	}
 	if err != nil {
 		return startErrResult(err) // the runtime's error, with advice for the model where it needs some
 	}
-	text := startedText(id, spec.Kind, spec.Label)
-	if caller == "" {
-		text = startedUnownedText(id, spec.Kind, spec.Label)
-	}
-	return Result{Text: text, Data: Handle{Kind: "background", TaskID: id}}
+	return startedResult(ctx, b.rt, caller, id, spec.Kind, spec.Label)
 }
 
-func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS int64) Result {
+// duplicate answers a start whose key names a task already started: the same handle
+// a start returns, and text that says no new task was started.
+func (b *BashTool) duplicate(ctx context.Context, caller messages.AgentID, id messages.TaskID, key string) Result {
+	status := "running"
+	if s, err := b.rt.Tasks().Get(ctx, id, caller); err == nil {
+		status = string(s.Status)
+	}
+	return Result{Text: duplicateText(id, key, status), Data: Handle{Kind: "background", TaskID: id}}
+}
+
+// foregroundTimeout is a foreground call's timeout, and the line saying it was
+// clamped ("" when it was not).
+func (b *BashTool) foregroundTimeout(timeoutMS int64) (time.Duration, string) {
 	timeout, clamped := b.cfg.timeout, ""
 	if timeoutMS > 0 {
 		timeout = time.Duration(timeoutMS) * time.Millisecond
@@ -323,6 +372,11 @@ func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS i
 			timeout, clamped = b.cfg.maxTimeout, clampedText(maxMS)
 		}
 	}
+	return timeout, clamped
+}
+
+func (b *BashTool) foreground(ctx context.Context, cmd bash.Command, timeoutMS int64) Result {
+	timeout, clamped := b.foregroundTimeout(timeoutMS)
 	r, err := b.run.Run(ctx, cmd, timeout)
 	if err != nil && r.Outcome.Status == "" {
 		return errResult(err) // nothing ran
@@ -356,38 +410,45 @@ func withTimeout(run func() (messages.Hooks, error), timeout time.Duration) func
 		if err != nil {
 			return h, err
 		}
-		done := make(chan messages.Outcome, 1)
-		inner, cancel := h.Done, h.Cancel
-		var cancelled atomic.Bool // someone else (a kill, a teardown) cancelled first
-		h.Done = done
-		h.Cancel = func(reason string) error {
-			err := cancel(reason)
-			if err == nil {
-				cancelled.Store(true)
-			}
-			return err
-		}
-		go func() {
-			t := time.NewTimer(timeout)
-			defer t.Stop()
-			select {
-			case o := <-inner:
-				done <- o
-				return
-			case <-t.C:
-			}
-			note := fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
-			if cancelled.Load() || cancel(note) != nil {
-				note = ""
-			}
-			o := <-inner
-			if note != "" && o.Status == messages.Killed {
-				o.Detail = strings.TrimSuffix(note+", "+o.Detail, ", ")
-			}
-			done <- o
-		}()
-		return h, nil
+		return timeoutHooks(h, timeout, timeout), nil
 	}
+}
+
+// timeoutHooks wraps running work's hooks so that the work is cancelled once wait has
+// passed, saying "timed out after <timeout>" (see withTimeout): a command moved to
+// the background has run part of its timeout already.
+func timeoutHooks(h messages.Hooks, wait, timeout time.Duration) messages.Hooks {
+	done := make(chan messages.Outcome, 1)
+	inner, cancel := h.Done, h.Cancel
+	var cancelled atomic.Bool // someone else (a kill, a teardown) cancelled first
+	h.Done = done
+	h.Cancel = func(reason string) error {
+		err := cancel(reason)
+		if err == nil {
+			cancelled.Store(true)
+		}
+		return err
+	}
+	go func() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case o := <-inner:
+			done <- o
+			return
+		case <-t.C:
+		}
+		note := fmt.Sprintf("timed out after %d ms", timeout.Milliseconds())
+		if cancelled.Load() || cancel(note) != nil {
+			note = ""
+		}
+		o := <-inner
+		if note != "" && o.Status == messages.Killed {
+			o.Detail = strings.TrimSuffix(note+", "+o.Detail, ", ")
+		}
+		done <- o
+	}()
+	return h
 }
 
 var _ Tool = (*BashTool)(nil)

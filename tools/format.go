@@ -96,6 +96,12 @@ func startedText(id messages.TaskID, kind, label string) string {
 		id, kind, Label(label))
 }
 
+// duplicateText is a keyed start's answer when its key names a task already started.
+func duplicateText(id messages.TaskID, key, status string) string {
+	return fmt.Sprintf("background task %s was already started with key %q (status: %s); no new task was started. Read its output with task_output.",
+		id, truncate(oneLine(key), 64), status)
+}
+
 // startedUnownedText is startedText for the no-agent caller: an unowned task has no
 // session to notify, so the text promises no notice.
 func startedUnownedText(id messages.TaskID, kind, label string) string {

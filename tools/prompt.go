@@ -18,6 +18,7 @@ const promptText = `Some tools can run work in the background (run_in_background
 - You are notified in this session when a background task finishes. Do not busy-poll task_output or sleep while you wait for one: keep working on steps that do not depend on it, and do not start a second task that duplicates the work of one that is still running.
 - Do not produce a final answer while a task whose result matters is still running. Call task_output to collect it first — with wait: true when you are blocked on it, or task_wait when you fanned work out and need the first (mode any) or every (mode all) result of several tasks.
 - When a background task waits for input (a command started with stdin "pipe" or "tty": a REPL, a prompt), answer it with task_input; its reply comes back in the same call.
+- To react to particular lines of a running task while you keep working (a dev server's ERROR lines), call task_watch with a pattern instead of polling task_output: matching lines come to you as notices.
 - Call task_kill on tasks that stopped mattering, so they do not run on for nothing.`
 
 // PromptSection returns the system-prompt section that teaches the background-task

@@ -135,7 +135,7 @@ func (t *SubagentTool) call(ctx context.Context, caller messages.AgentID, raw js
 		if err != nil {
 			return startErrResult(err)
 		}
-		return Result{Text: startedText(id, subagent.Kind, a.Description), Data: Handle{Kind: "background", TaskID: id}}
+		return startedResult(ctx, t.rt, caller, id, subagent.Kind, a.Description)
 	}
 	o, err := t.producer.Run(ctx, caller, brief)
 	if err != nil {

@@ -40,9 +40,10 @@ type TaskTools struct {
 	rt  *actors.Runtime
 	cfg taskConfig
 
-	output, list, kill, wait, input Tool
-	outputArgs                      *argSpec // task_output's, stating the configured wait bounds
-	waitArgs                        *argSpec // task_wait's, likewise
+	output, list, kill, wait, input, watch Tool
+	outputArgs                             *argSpec // task_output's, stating the configured wait bounds
+	waitArgs                               *argSpec // task_wait's, likewise
+	watchArgs                              *argSpec // task_watch's
 
 	// ctx bounds the notice listener's runtime calls and injections; Close cancels it
 	// so that a stuck injector cannot hold Close forever.
@@ -129,14 +130,15 @@ func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
 	t.kill = &simpleTool{name: TaskKillName, desc: taskKillDescription, args: killSpec, call: t.callKill}
 	t.wait = t.newWaitTool()
 	t.input = t.newInputTool()
+	t.watch = t.newWatchTool()
 	t.detach = rt.Tasks().AttachSurface(SurfaceName)
 	t.unsubscribe = rt.Tasks().OnDone(t.onDone)
 	return t
 }
 
-// Tools returns task_output, task_list, task_kill, task_wait and task_input, in that
-// order.
-func (t *TaskTools) Tools() []Tool { return []Tool{t.output, t.list, t.kill, t.wait, t.input} }
+// Tools returns task_output, task_list, task_kill, task_wait, task_input and
+// task_watch, in that order.
+func (t *TaskTools) Tools() []Tool { return []Tool{t.output, t.list, t.kill, t.wait, t.input, t.watch} }
 
 // Close removes the notice injector's listener, waiting for a notice in flight (whose
 // context it cancels), and detaches the surface, after which Tasks.Start fails unless

@@ -325,7 +325,7 @@ func TestSet(t *testing.T) {
 	})
 	t.Run("names are sorted", func(t *testing.T) {
 		e := newEnv(t)
-		if got, want := strings.Join(e.set.Names(), ","), "task_input,task_kill,task_list,task_output,task_wait"; got != want {
+		if got, want := strings.Join(e.set.Names(), ","), "task_input,task_kill,task_list,task_output,task_wait,task_watch"; got != want {
 			t.Errorf("got %s, want %s", got, want)
 		}
 	})

@@ -41,8 +41,11 @@ type config struct {
 	taskAfter       time.Duration // sessionless tasks extension (tasksext.go)
 	noSessionless   bool          // serve only the revisions with sessions
 	logger          *slog.Logger
+	startKeys       bool             // bash offers key (tools.WithStartKeys)
 	runner          tools.BashRunner // nil: a local bash producer
 	sandbox         bash.Sandbox     // of every command (WithSandbox)
+	queue           int              // actors.WithQueue; 0: none
+	globalLimit     int              // actors.WithGlobalLimit; 0: none
 }
 
 func defaultConfig() config {
@@ -130,6 +133,37 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {
 			c.logger = l
+		}
+	})
+}
+
+// WithStartKeys offers bash's key parameter (tools.WithStartKeys): a client that
+// retries a background start whose answer it lost sends the same key and gets the
+// task the first call started, with the same structuredContent, instead of a second
+// copy of the work. Off by default, as in package tools: a model has no use for it.
+func WithStartKeys() Option {
+	return optionFunc(func(c *config) { c.startKeys = true })
+}
+
+// WithQueue lets up to n background starts per session wait, with status queued,
+// when the session is at its cap or the server at its global limit (actors.WithQueue):
+// the start answers "queued background task bash-5 (position 2 of 3); it starts when a
+// slot frees" with the usual handle. Values <= 0 keep the default: no queue.
+func WithQueue(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.queue = n
+		}
+	})
+}
+
+// WithGlobalLimit caps the running background tasks across every session
+// (actors.WithGlobalLimit), handing slots out round robin between sessions. Values
+// <= 0 keep the default: no global limit.
+func WithGlobalLimit(n int) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.globalLimit = n
 		}
 	})
 }

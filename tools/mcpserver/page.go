@@ -182,6 +182,9 @@ type pageTask struct {
 	Started  time.Time        `json:"started"`
 	Finished time.Time        `json:"finished,omitzero"`
 	Evicted  bool             `json:"evicted,omitempty"`
+	// Bytes is the task's output size from its state, in a snapshot (absent for a
+	// kind without an output stream, and in events, which carry their own).
+	Bytes *int64 `json:"bytes,omitempty"`
 }
 
 func toPageTask(s messages.Snapshot) *pageTask {
@@ -246,7 +249,7 @@ func (p *pageHandler) snapshot(ctx context.Context) (pageSnapshot, error) {
 			case t.Evicted:
 				a.Evicted++
 			default:
-				snap.Tasks = append(snap.Tasks, toPageTask(t))
+				snap.Tasks = append(snap.Tasks, p.withBytes(ctx, toPageTask(t)))
 			}
 		}
 		snap.Agents = append(snap.Agents, a)
@@ -257,10 +260,21 @@ func (p *pageHandler) snapshot(ctx context.Context) (pageSnapshot, error) {
 	}
 	for _, t := range unowned {
 		if !t.Evicted {
-			snap.Tasks = append(snap.Tasks, toPageTask(t))
+			snap.Tasks = append(snap.Tasks, p.withBytes(ctx, toPageTask(t)))
 		}
 	}
 	return snap, nil
+}
+
+// withBytes sets a snapshot task's output size from its state (an observer read of
+// no bytes), so that a page opened after the tasks ran shows it: output events seen
+// while the page is open only add to it.
+func (p *pageHandler) withBytes(ctx context.Context, t *pageTask) *pageTask {
+	if r, err := p.s.rt.Tasks().Peek(ctx, t.ID, t.Owner, 0, 1); err == nil {
+		n := r.Written
+		t.Bytes = &n
+	}
+	return t
 }
 
 // events serves EventsPath. It subscribes first and takes the snapshot second, so

@@ -117,6 +117,7 @@ func New(opts ...Option) (*Server, error) {
 	if cfg.ownerLimit > 0 {
 		rtOpts = append(rtOpts, actors.WithOwnerLimit(cfg.ownerLimit))
 	}
+	rtOpts = append(rtOpts, actors.WithQueue(cfg.queue), actors.WithGlobalLimit(cfg.globalLimit)) // 0 keeps "none"
 	rt, err := actors.NewRuntime(rtOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("taskrt-mcp: %w", err)
@@ -152,8 +153,11 @@ func New(opts ...Option) (*Server, error) {
 		closed:   make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	bashTool, err := tools.NewBashWithRunner(rt, run,
-		tools.WithWorkDir(cfg.workDir))
+	bashToolOpts := []tools.BashOption{tools.WithWorkDir(cfg.workDir)}
+	if cfg.startKeys {
+		bashToolOpts = append(bashToolOpts, tools.WithStartKeys())
+	}
+	bashTool, err := tools.NewBashWithRunner(rt, run, bashToolOpts...)
 	if err != nil {
 		s.cancel()
 		s.tasks.Close()

@@ -20,7 +20,7 @@ const usage = `agentsim plays simulated agent sessions on the taskrt background-
 
 Usage:
   agentsim run [-json] [-plain] [-metrics] [-timeout D] [FILE]
-  agentsim script [-models FILE] [-default-model NAME] [-owner-limit N | -no-owner-limit] [-grace D] FILE|-
+  agentsim script [-models FILE] [-default-model NAME] [-owner-limit N | -no-owner-limit] [-queue N] [-global-limit N] [-grace D] FILE|-
   agentsim help
 
   run      play the built-in demo, or the scenario in FILE   (agentsim run -h)
@@ -31,7 +31,7 @@ optional "model" argument names a scripted model: one defined by the scenario (o
 -models), or a built-in one: echo, bash, error, max-tokens, refusal, hang.
 ` + exitStatus
 
-const runUsage = `Usage: agentsim run [-json] [-plain] [-metrics] [-timeout D] [-sandbox MODE] [FILE]
+const runUsage = `Usage: agentsim run [-json] [-plain] [-metrics] [-timeout D] [-sandbox MODE] [-queue N] [-global-limit N] [FILE]
 
 Plays the built-in demo, or the scenario in FILE (JSON). The transcript of every
 agent and sub-agent is printed as it happens, then a summary: tasks by final
@@ -44,9 +44,13 @@ the running tasks; otherwise plain lines are written.
   -metrics     after the summary, the runtime's OpenTelemetry metrics (taskrt.*)
                as the SDK's manual reader collects them once the play is over
   -timeout D   abort the play after D (e.g. 10s); default: the scenario's timeout_ms
+  -queue N     queue up to N starts per owner beyond the caps (status queued); default:
+               the scenario's queue
+  -global-limit N  at most N running tasks across all agents, handed out round robin;
+               default: the scenario's global_limit
 ` + exitStatus
 
-const scriptUsage = `Usage: agentsim script [-models FILE] [-default-model NAME] [-owner-limit N | -no-owner-limit] [-grace D] [-sandbox MODE] FILE|-
+const scriptUsage = `Usage: agentsim script [-models FILE] [-default-model NAME] [-owner-limit N | -no-owner-limit] [-queue N] [-global-limit N] [-grace D] [-sandbox MODE] FILE|-
 
 Reads JSON lines (from FILE, or stdin for -) and writes one JSON result per line:
   {"op":"register","agent":"a1"}                   optional "parent":"a0"
@@ -70,6 +74,10 @@ the exit status is 1 if anything was still live then.
   -default-model NAME  the model a subagent call without "model" runs (default echo)
   -owner-limit N       cap on running tasks per owner (default 10; 0 keeps it)
   -no-owner-limit      no cap on running tasks per owner
+  -queue N             queue up to N starts per owner beyond the caps, with status
+                       queued (default: none)
+  -global-limit N      at most N running tasks across all agents, handed out round
+                       robin between them (default: none)
   -grace D             how long a cancelled command has between SIGTERM and SIGKILL
                        (default 3s; 0 keeps it)
 ` + exitStatus
@@ -160,8 +168,14 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 0, "abort the play after this long")
 	withMetrics := fs.Bool("metrics", false, "print the runtime's metrics after the summary")
 	sandbox := sandboxFlag(fs)
+	queueOpts := queueFlags(fs)
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
+	}
+	qopts, err := queueOpts()
+	if err != nil {
+		fmt.Fprintf(stderr, "agentsim run: %v\n", err)
+		return 2
 	}
 	if fs.NArg() > 1 {
 		fmt.Fprintf(stderr, "agentsim run: want at most one scenario FILE, got %d arguments\n", fs.NArg())
@@ -191,7 +205,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	r := agentsim.NewRenderer(stdout, mode)
 	r.Header(sc)
-	playOpts := []agentsim.Option{agentsim.WithObserver(r.Observe), agentsim.WithBashOptions(bash.WithSandbox(*sandbox))}
+	playOpts := append([]agentsim.Option{agentsim.WithObserver(r.Observe), agentsim.WithBashOptions(bash.WithSandbox(*sandbox))}, qopts...)
 	var metrics *metricsReader
 	if *withMetrics {
 		metrics = newMetricsReader()
@@ -229,8 +243,14 @@ func scriptCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	noOwnerLimit := fs.Bool("no-owner-limit", false, "no cap on running tasks per owner")
 	grace := fs.Duration("grace", 0, "SIGTERM to SIGKILL for cancelled commands (0 keeps the default)")
 	sandbox := sandboxFlag(fs)
+	queueOpts := queueFlags(fs)
 	if code, ok := parse(fs, args, stderr); !ok {
 		return code
+	}
+	qopts, err := queueOpts()
+	if err != nil {
+		fmt.Fprintf(stderr, "agentsim script: %v\n", err)
+		return 2
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "agentsim script: want exactly one FILE, or - for stdin")
@@ -269,6 +289,7 @@ func scriptCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		opts = append(opts, agentsim.WithBashOptions(bash.WithGrace(*grace)))
 	}
 	opts = append(opts, agentsim.WithBashOptions(bash.WithSandbox(*sandbox)))
+	opts = append(opts, qopts...)
 	in := stdin
 	if name := fs.Arg(0); name != "-" {
 		f, err := os.Open(name)

@@ -97,7 +97,7 @@ func TestParams(t *testing.T) {
 			}
 		})
 	}
-	if want := []string{"task_output", "task_list", "task_kill", "task_wait", "task_input"}; !slices.Equal(names, want) {
+	if want := []string{"task_output", "task_list", "task_kill", "task_wait", "task_input", "task_watch"}; !slices.Equal(names, want) {
 		t.Errorf("names = %v, want %v", names, want)
 	}
 	t.Run("the beta tools carry the same schemas", func(t *testing.T) {

@@ -56,6 +56,9 @@ type options struct {
 	maxRequest  int64
 	ui          bool
 	verbose     bool
+	startKeys   bool
+	queue       int
+	globalLimit int
 	natsURL     string        // -nats: run every bash command on a worker
 	lease       time.Duration // -lease: this owner node's lease
 	sandbox     bash.Sandbox  // -sandbox, -sandbox-network
@@ -79,6 +82,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.token, "token", "", "HTTP: require this bearer `token` (default $"+tokenEnv+"); required when ADDR is not loopback")
 	fs.Int64Var(&o.maxRequest, "max-request", mcpserver.DefaultMaxRequestBytes, "HTTP: largest request body, in `bytes` (larger ones are refused with 413)")
 	fs.BoolVar(&o.ui, "ui", false, "HTTP: serve a live, read-only page of every session and its tasks at / (same token as /mcp)")
+	fs.IntVar(&o.queue, "queue", 0, "queue up to `N` background starts per session beyond the caps, with status queued (0: none)")
+	fs.IntVar(&o.globalLimit, "global-limit", 0, "at most `N` running background tasks across all sessions, handed out round robin (0: none)")
+	fs.BoolVar(&o.startKeys, "start-keys", false, "offer bash's key parameter: a retried background start with the same key returns the task already started")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	fs.StringVar(&o.natsURL, "nats", "", "run every bash command on a taskrt-worker reached through the NATS server at `URL` (see docs/remote.md)")
 	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing")
@@ -101,6 +107,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("unexpected argument %q", fs.Arg(0))
 	case o.maxTasks < 1:
 		return bad("-max-tasks must be at least 1")
+	case o.queue < 0 || o.globalLimit < 0:
+		return bad("-queue and -global-limit must not be negative")
 	case o.killGrace <= 0:
 		return bad("-kill-grace must be positive")
 	case o.idleTimeout < 0:
@@ -162,6 +170,10 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
 	}
+	if o.startKeys {
+		opts = append(opts, mcpserver.WithStartKeys())
+	}
+	opts = append(opts, mcpserver.WithQueue(o.queue), mcpserver.WithGlobalLimit(o.globalLimit))
 	if o.natsURL != "" {
 		p, closeRemote, err := remoteRunner(o, logger)
 		if err != nil {

@@ -568,6 +568,8 @@ func TestFlags(t *testing.T) {
 		{"the cap must be positive", []string{"-max-tasks", "0"}, "-max-tasks must be at least 1"},
 		{"the grace must be positive", []string{"-kill-grace", "0s"}, "-kill-grace must be positive"},
 		{"the body cap must be positive", []string{"-max-request", "0"}, "-max-request must be positive"},
+		{"the queue must not be negative", []string{"-queue", "-1"}, "-queue and -global-limit must not be negative"},
+		{"the global limit must not be negative", []string{"-global-limit", "-2"}, "-queue and -global-limit must not be negative"},
 		{"a stray argument is refused", []string{"serve"}, `unexpected argument "serve"`},
 		{"the live page needs HTTP", []string{"-ui"}, "-ui needs -http: the live page is served over HTTP"},
 		{"an unknown flag is refused", []string{"-port", "1"}, "flag provided but not defined: -port"},
@@ -585,7 +587,8 @@ func TestFlags(t *testing.T) {
 	}
 	t.Run("-h prints the usage and exits 0", func(t *testing.T) {
 		var stderr bytes.Buffer
-		if code := run([]string{"-h"}, os.Stdin, os.Stdout, &stderr, nil); code != 0 || !strings.Contains(stderr.String(), "-idle-timeout") {
+		if code := run([]string{"-h"}, os.Stdin, os.Stdout, &stderr, nil); code != 0 || !strings.Contains(stderr.String(), "-idle-timeout") ||
+			!strings.Contains(stderr.String(), "-queue N") || !strings.Contains(stderr.String(), "-global-limit N") || !strings.Contains(stderr.String(), "-start-keys") {
 			t.Errorf("code %d, stderr %q", code, stderr.String())
 		}
 	})

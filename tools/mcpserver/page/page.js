@@ -8,7 +8,8 @@
 const TAIL_KEEP = 256 * 1024; // characters of output kept on the page
 const ENDED_KEEP = 10; // ended sessions kept on the page
 const TASKS_SHOWN = 50; // settled tasks shown per session (every running one is)
-const RANK = { running: 0, stopping: 1, completed: 2, killed: 2, failed: 2 };
+const RANK = { queued: 0, running: 1, stopping: 2, completed: 3, killed: 3, failed: 3 };
+const SETTLED = 3;
 
 const state = {
   agents: new Map(), // id → {id, parent, since, ended, evicted, tasks: Map id → task}
@@ -73,7 +74,10 @@ function applySnapshot(s) {
   for (const t of s.tasks) {
     const a = agent(t.owner);
     const old = a.tasks.get(t.id);
-    t.bytes = old ? old.bytes : null;
+    // The snapshot carries the size from the task's state; an event seen before
+    // may have told a larger one.
+    const b = Math.max(old && old.bytes != null ? old.bytes : -1, t.bytes != null ? t.bytes : -1);
+    t.bytes = b < 0 ? null : b;
     (a.fresh || (a.fresh = new Map())).set(t.id, t);
   }
   for (const a of state.agents.values()) {
@@ -170,21 +174,23 @@ function render() {
   const box = $("agents");
   const scroll = box.scrollTop;
   box.replaceChildren();
-  let running = 0, total = 0, sessions = 0;
+  let running = 0, queued = 0, total = 0, sessions = 0;
   for (const a of state.agents.values()) {
     if (a.id === "" && a.tasks.size === 0) continue;
     if (!a.ended && a.id !== "") sessions++;
     box.append(renderAgent(a));
     for (const t of a.tasks.values()) {
       total++;
-      if (!RANK[t.status]) running++;
+      if (t.status === "running") running++;
+      if (t.status === "queued") queued++;
     }
   }
   if (!box.children.length) {
     box.append(el("p", "empty", "No session yet. Tasks appear here as MCP clients start them."));
   }
   box.scrollTop = scroll;
-  $("counts").textContent = `${sessions} session${sessions === 1 ? "" : "s"} · ${running} running · ${total} tasks`;
+  $("counts").textContent = `${sessions} session${sessions === 1 ? "" : "s"} · ${running} running` +
+    (queued ? ` · ${queued} queued` : "") + ` · ${total} tasks`;
   renderTailHead();
 }
 
@@ -204,7 +210,7 @@ function renderAgent(a) {
     return sec;
   }
   // Every running task, and the latest settled ones.
-  const settled = tasks.filter((t) => RANK[t.status] === 2);
+  const settled = tasks.filter((t) => RANK[t.status] === SETTLED);
   const hidden = new Set(settled.slice(0, Math.max(0, settled.length - TASKS_SHOWN)).map((t) => t.id));
   const table = el("table");
   const head = el("tr");
@@ -217,13 +223,19 @@ function renderAgent(a) {
   const body = el("tbody");
   for (const t of tasks) {
     if (hidden.has(t.id)) continue;
-    const tr = el("tr", "s-" + t.status + (t.id === state.selected ? " selected" : ""));
+    const bad = failedOutcome(t);
+    const tr = el("tr", "s-" + t.status + (bad ? " bad" : "") + (t.id === state.selected ? " selected" : ""));
     tr.dataset.task = t.id;
     tr.dataset.status = t.status;
     tr.append(el("td", "id", t.id));
     const st = el("td", "status");
     st.append(el("span", "pill", t.status));
-    if (t.detail) st.title = t.detail;
+    // The exit code or failure detail beside the status: "completed" with exit
+    // code 2 is not a success, and is not shown as one.
+    if (t.detail) {
+      st.append(el("span", "detail", t.detail));
+      st.title = t.detail;
+    }
     tr.append(st);
     tr.append(el("td", "time", taskTime(t)));
     tr.append(el("td", "bytes", fmtBytes(t.bytes)));
@@ -237,6 +249,15 @@ function renderAgent(a) {
   sec.append(table);
   if (hidden.size) sec.append(el("div", "more", `${hidden.size} older settled tasks not shown`));
   return sec;
+}
+
+// failedOutcome says whether a settled task did not succeed: failed, or completed
+// with a non-zero exit code.
+function failedOutcome(t) {
+  if (t.status === "failed") return true;
+  if (t.status !== "completed" || !t.detail) return false;
+  const m = /exit code: (-?\d+)/.exec(t.detail);
+  return m !== null && m[1] !== "0";
 }
 
 function findTask(id) {
