@@ -427,7 +427,8 @@ func scopeText(handle string, idle time.Duration) string {
 	if idle > 0 {
 		lapse = fmt.Sprintf("it lapses after %s without a request naming it, which kills its tasks; scope_close ends it at once", idle)
 	}
-	return fmt.Sprintf("scope: %s (pass it as scope to every task tool: task_output, task_list, task_kill, … and to later background starts; %s)", handle, lapse)
+	return fmt.Sprintf("scope: %s (pass it as scope to every task tool: task_output, task_list, task_kill, … and to later background starts; "+
+		"the notice that a task finished comes only on the result of a call naming its scope; %s)", handle, lapse)
 }
 
 func scopeNotFoundText(handle string) string {
@@ -461,7 +462,9 @@ func (s *Server) scopePolicy() string {
 		lapse = fmt.Sprintf("until %s pass without a request naming it, or scope_close ends it; then every task of it is killed", idle)
 	}
 	return "The scope handle a background start returned (structuredContent.scope). A background bash without scope mints a new scope; " +
-		"a scope owns its tasks " + lapse + ". A wrong or unknown scope owns nothing."
+		"a scope owns its tasks " + lapse + ". A wrong or unknown scope owns nothing. " +
+		"There is no session: the notice that one of its tasks finished comes only on the result of a later call naming the scope, " +
+		"so pass it on every call (a call without it neither reaches its tasks nor carries their notices)."
 }
 
 // markScopeTools patches a sessionless tools/list: scope in every task tool's

@@ -105,6 +105,11 @@ func TestSessionlessServed(t *testing.T) {
 				if !strings.Contains(tl.Description, "30m0s pass without a request naming it") {
 					t.Errorf("tool %s description does not state the lease: %q", tl.Name, tl.Description)
 				}
+				// Claude Code is served this era: a model that drops scope loses its
+				// notices, so every description says where they come.
+				if !strings.Contains(tl.Description, "comes only on the result of a later call naming the scope") {
+					t.Errorf("tool %s description does not say notices come only on calls naming the scope: %q", tl.Name, tl.Description)
+				}
 				if tl.Execution != nil {
 					t.Errorf("tool %s has execution %s: 2025-11-25 tasks are not offered sessionless", tl.Name, tl.Execution)
 				}
