@@ -323,6 +323,8 @@ func (r *registry) receive(ctx actor.Context) {
 		r.watch(ctx, m)
 	case *watchEnded:
 		r.watchEnded(ctx, m)
+	case *countWatches:
+		r.countWatches(ctx, m)
 	case *subscribeEvents:
 		if r.phase != runtimeOpen {
 			ctx.Respond(&errReply{err: r.rt.closedErr()})
