@@ -21,8 +21,8 @@ func WithAgentHook(hook func(agent messages.AgentID, msg any)) Option {
 	return optionFunc(func(c *config) { c.agentHook = hook })
 }
 
-// RecordingAllocs is the allocations per recorded task start, settlement, stop and
-// notice, with the given meter provider (nil: none) and after a first recording of
+// RecordingAllocs is the allocations per recorded task queueing, start, settlement,
+// stop and notice, with the given meter provider (nil: none) and after a first recording of
 // the same attributes.
 func RecordingAllocs(mp metric.MeterProvider) (float64, error) {
 	in, err := newInstruments(nil, mp)
@@ -36,6 +36,8 @@ func RecordingAllocs(mp metric.MeterProvider) (float64, error) {
 	}()
 	snap := messages.Snapshot{Kind: "bash", Status: messages.Completed, Started: time.Unix(1, 0), Finished: time.Unix(2, 0)}
 	record := func() {
+		in.taskQueued("bash")
+		in.queueLeft("bash")
 		in.taskStarted("bash")
 		in.taskSettled(snap)
 		in.taskStopped("bash", time.Millisecond)

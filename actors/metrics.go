@@ -16,6 +16,8 @@ import (
 // "github.com/taskrt/taskrt/actors":
 //
 //	taskrt.tasks.started        counter    tasks started                  {kind}
+//	taskrt.tasks.enqueued       counter    starts queued at a cap         {kind}
+//	taskrt.tasks.queued         updown     tasks queued now               {kind}
 //	taskrt.tasks.settled        counter    tasks settled                  {kind, status}
 //	taskrt.task.duration        histogram  start → settled, seconds       {kind, status}
 //	taskrt.task.stop_duration   histogram  cancelled → settled, seconds   {kind}
@@ -32,11 +34,20 @@ import (
 // reaches them (each recording returns at once). With one, recording costs the SDK's own atomic adds: the attribute sets are built
 // once per kind and status and reused; the gauges are read from the same counters
 // Stats reads, when the meter provider collects.
+//
+// A queued start (WithQueue) counts once in taskrt.tasks.enqueued when it is queued,
+// and in taskrt.tasks.started only when it gets a slot and runs; taskrt.tasks.queued
+// goes up when it is queued and down when it leaves the queue, by starting or by
+// settling while queued (killed, or torn down with its owner). taskrt.tasks.live
+// counts queued tasks too: they are not settled. The registry records these before
+// it publishes the matching event.
 const meterName = "github.com/taskrt/taskrt/actors"
 
 type instruments struct {
 	on                                            bool // a meter provider was given
 	started, settled, notices, abandoned, evicted metric.Int64Counter
+	enqueued                                      metric.Int64Counter
+	queued                                        metric.Int64UpDownCounter
 	duration, stopDuration                        metric.Float64Histogram
 	registration                                  metric.Registration
 
@@ -84,6 +95,10 @@ func newInstruments(rt *Runtime, mp metric.MeterProvider) (*instruments, error) 
 	in.notices = counter("taskrt.notices", "Completion notices delivered, or suppressed because the model had seen the end.")
 	in.abandoned = counter("taskrt.tasks.abandoned", "Tasks recorded failed because they did not settle within the settle timeout after cancel.")
 	in.evicted = counter("taskrt.tasks.evicted", "Settled tasks evicted by retention (a tombstone remains).")
+	in.enqueued = counter("taskrt.tasks.enqueued", "Starts queued at the owner cap or the global limit (WithQueue).")
+	if err == nil {
+		in.queued, err = m.Int64UpDownCounter("taskrt.tasks.queued", metric.WithDescription("Tasks queued now, waiting for a slot."))
+	}
 	in.duration = hist("taskrt.task.duration", "Time from a task's start to its settlement.")
 	in.stopDuration = hist("taskrt.task.stop_duration", "Time from a task's cancellation (kill or teardown) to its settlement.")
 	if err != nil {
@@ -142,6 +157,24 @@ func (in *instruments) taskStarted(kind string) {
 		return
 	}
 	in.started.Add(bg, 1, in.kindAttrs(kind).add...)
+}
+
+// taskQueued: a start was queued (its task is indexed with status queued).
+func (in *instruments) taskQueued(kind string) {
+	if !in.on {
+		return
+	}
+	a := in.kindAttrs(kind).add
+	in.enqueued.Add(bg, 1, a...)
+	in.queued.Add(bg, 1, a...)
+}
+
+// queueLeft: a queued task left the queue, starting or settling.
+func (in *instruments) queueLeft(kind string) {
+	if !in.on {
+		return
+	}
+	in.queued.Add(bg, -1, in.kindAttrs(kind).add...)
 }
 
 func (in *instruments) taskSettled(s messages.Snapshot) {

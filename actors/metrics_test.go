@@ -143,3 +143,73 @@ func TestRecordingMetricsDoesNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// Queued tasks in the metrics: taskrt.tasks.queued is how many wait now, by kind;
+// taskrt.tasks.enqueued counts the starts that were queued; a queued task counts in
+// taskrt.tasks.started only once it runs. The queue empties by a kill, by a slot
+// freeing, and by the owner's disposal.
+func TestMetricsShowQueuedTasks(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { require.NoError(t, mp.Shutdown(bg)) }()
+	rt := newRT(t, actors.WithMeterProvider(mp), actors.WithOwnerLimit(1), actors.WithQueue(3))
+	register(t, rt, "a1")
+	sub, err := rt.Subscribe(bg)
+	require.NoError(t, err)
+	defer sub.Close()
+	// await reads events until it has seen kind for every id. The registry records
+	// the metrics before it publishes the event.
+	await := func(kind messages.EventKind, ids ...messages.TaskID) {
+		t.Helper()
+		want := map[messages.TaskID]bool{}
+		for _, id := range ids {
+			want[id] = true
+		}
+		for len(want) > 0 {
+			ev := <-sub.Events()
+			if ev.Kind == kind {
+				delete(want, ev.Task.ID)
+			}
+		}
+	}
+	collect := func() map[string]float64 {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(bg, &rm))
+		return sums(t, rm)
+	}
+	type counts struct{ queuedBash, queuedAgent, enqueuedBash, enqueuedAgent, startedBash, startedAgent float64 }
+	read := func() counts {
+		got := collect()
+		return counts{
+			got["taskrt.tasks.queued{kind=bash}"], got["taskrt.tasks.queued{kind=agent}"],
+			got["taskrt.tasks.enqueued{kind=bash}"], got["taskrt.tasks.enqueued{kind=agent}"],
+			got["taskrt.tasks.started{kind=bash}"], got["taskrt.tasks.started{kind=agent}"],
+		}
+	}
+
+	busy := newFake()
+	busyID := start(t, rt, busy.spec("bash", "a1", true))
+	await(messages.EventTaskStarted, busyID)
+	agent, bash2, bash3 := newFake(), newFake(), newFake()
+	agentID := start(t, rt, agent.spec("agent", "a1", true))
+	bash2ID := start(t, rt, bash2.spec("bash", "a1", true))
+	bash3ID := start(t, rt, bash3.spec("bash", "a1", true))
+	await(messages.EventTaskQueued, agentID, bash2ID, bash3ID)
+	assert.Equal(t, counts{queuedBash: 2, queuedAgent: 1, enqueuedBash: 2, enqueuedAgent: 1, startedBash: 1}, read(), "one running, three queued")
+
+	_, err = rt.Tasks().Kill(bg, bash2ID, "a1", "not needed")
+	require.NoError(t, err)
+	await(messages.EventTaskSettled, bash2ID)
+	assert.Equal(t, counts{queuedBash: 1, queuedAgent: 1, enqueuedBash: 2, enqueuedAgent: 1, startedBash: 1}, read(), "a kill takes a task out of the queue")
+
+	busy.Finish(messages.Outcome{Status: messages.Completed})
+	await(messages.EventTaskStarted, agentID)
+	assert.Equal(t, counts{queuedBash: 1, enqueuedBash: 2, enqueuedAgent: 1, startedBash: 1, startedAgent: 1}, read(), "a freed slot starts the first queued, which counts as started then")
+
+	require.NoError(t, rt.Agents().Dispose(bg, "a1"))
+	await(messages.EventTaskSettled, agentID, bash3ID)
+	assert.Equal(t, counts{enqueuedBash: 2, enqueuedAgent: 1, startedBash: 1, startedAgent: 1}, read(), "the owner's disposal drops what it had queued")
+	assert.Zero(t, bash2.runs()+bash3.runs(), "the killed and the dropped never ran")
+	assert.Equal(t, 2.0, collect()["taskrt.tasks.settled{kind=bash,status=killed}"], "the killed and the dropped settle killed")
+}

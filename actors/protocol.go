@@ -323,6 +323,12 @@ type watchEnded struct {
 	owner messages.AgentID
 }
 
+// countWatches asks for the live watches on one owner's tasks (client → registry).
+// Reply: *countWatchesReply.
+type countWatches struct{ owner messages.AgentID }
+
+type countWatchesReply struct{ counts map[messages.TaskID]int }
+
 // watchTimeout: a watch's timeout passed (timer → task).
 type watchTimeout struct{ n uint64 }
 
@@ -404,6 +410,7 @@ func (*inputDone) isTaskMsg()             {}
 func (*inputGraceOver) isTaskMsg()        {}
 func (*watchTask) isRegistryMsg()         {}
 func (*watchEnded) isRegistryMsg()        {}
+func (*countWatches) isRegistryMsg()      {}
 func (*watchTask) isTaskMsg()             {}
 func (*watchTimeout) isTaskMsg()          {}
 func (*watchCapped) isTaskMsg()           {}

@@ -274,9 +274,13 @@ func (r *registry) receive(ctx actor.Context) {
 			if e.snap.Status != messages.Stopping && m.snap.Status == messages.Stopping {
 				r.publish(messages.Event{Kind: messages.EventTaskStopping, Agent: m.snap.Owner, Task: m.snap})
 			}
+			// The metrics before the event: a subscriber that saw it reads them updated.
+			if e.snap.Status == messages.Queued && m.snap.Status != messages.Queued {
+				r.rt.metrics.queueLeft(m.snap.Kind)
+			}
 			if e.snap.Status == messages.Queued && m.snap.Status == messages.Running {
-				r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
 				r.rt.metrics.taskStarted(m.snap.Kind)
+				r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
 			}
 			e.snap = m.snap
 		}
@@ -319,6 +323,8 @@ func (r *registry) receive(ctx actor.Context) {
 		r.watch(ctx, m)
 	case *watchEnded:
 		r.watchEnded(ctx, m)
+	case *countWatches:
+		r.countWatches(ctx, m)
 	case *subscribeEvents:
 		if r.phase != runtimeOpen {
 			ctx.Respond(&errReply{err: r.rt.closedErr()})
@@ -468,6 +474,9 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	e, ok := r.tasks[m.snap.ID]
 	if !ok {
 		return
+	}
+	if e.snap.Status == messages.Queued {
+		r.rt.metrics.queueLeft(m.snap.Kind) // settled while queued
 	}
 	e.snap = m.snap
 	r.rt.nRunning.Add(-1)

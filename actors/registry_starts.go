@@ -111,6 +111,7 @@ func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	b.ids = append(b.ids, m.snap.ID)
 	r.keyIndexed(ctx, r.tasks[m.snap.ID])
 	if m.snap.Status == messages.Queued {
+		r.rt.metrics.taskQueued(m.snap.Kind) // before the event, as in taskChanged
 		r.publish(messages.Event{Kind: messages.EventTaskQueued, Agent: m.snap.Owner, Task: m.snap})
 		defer r.queuedIndexed(ctx, m.snap.Owner, b, m.snap.ID)
 	} else {

@@ -121,6 +121,9 @@ func (r *registry) dropRecord(ctx actor.Context, id messages.TaskID, e *taskEntr
 		r.rt.nRetained.Add(-1)
 	default:
 		r.rt.nRunning.Add(-1) // only after a fault; keep the count honest
+		if e.snap.Status == messages.Queued {
+			r.rt.metrics.queueLeft(e.snap.Kind)
+		}
 	}
 	r.rt.nRecords.Add(-1)
 	ctx.Poison(e.pid)

@@ -112,6 +112,20 @@ func (t *Tasks) Watch(ctx context.Context, id messages.TaskID, caller messages.A
 	return m.(*errReply).err
 }
 
+// Watches returns how many live watches (Tasks.Watch) each of owner's own tasks has,
+// for the tasks that have any: a watch counts from the call that started it until it
+// ended (its closing notice sent, its task settled, or refused by the task). It is
+// the embedder's view, as Stats is (the live page marks watched tasks with it): one
+// round trip to the registry, which reads the counts it keeps for the owner bound;
+// an unknown owner, or one with no watches, has none (a nil map).
+func (t *Tasks) Watches(ctx context.Context, owner messages.AgentID) (map[messages.TaskID]int, error) {
+	m, err := t.rt.call(ctx, &countWatches{owner: owner})
+	if err != nil {
+		return nil, t.rt.noActorErr(err)
+	}
+	return m.(*countWatchesReply).counts, nil
+}
+
 // WithWatchLimit bounds the live watches (Tasks.Watch) of one owner's tasks, in all
 // (default DefaultWatchLimit); over it, Watch fails with ErrWatchLimit. n <= 0 keeps
 // the default.
@@ -154,6 +168,26 @@ func (r *registry) watch(ctx actor.Context, m *watchTask) {
 		e.watches++
 		ctx.Forward(e.pid)
 	}
+}
+
+// countWatches answers Tasks.Watches from the owner's task list: only an owner with
+// live watches costs a walk of its tasks.
+func (r *registry) countWatches(ctx actor.Context, m *countWatches) {
+	rep := &countWatchesReply{}
+	a := r.agents[m.owner]
+	if a == nil || a.watches == 0 {
+		ctx.Respond(rep)
+		return
+	}
+	for _, id := range a.bucket.ids {
+		if e, ok := r.tasks[id]; ok && e.watches > 0 {
+			if rep.counts == nil {
+				rep.counts = map[messages.TaskID]int{}
+			}
+			rep.counts[id] = e.watches
+		}
+	}
+	ctx.Respond(rep)
 }
 
 // watchEnded takes a watch off the counts and, once the task has none, hands out

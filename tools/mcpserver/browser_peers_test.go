@@ -18,10 +18,11 @@ import (
 
 // TestPageOpenedAfterTheTasksRan is the live page as an operator meets it: two
 // sessions' tasks ran — a 200-line build, a command that printed and exited 2, a
-// killed one, a running server, one queued at the global limit — and only then is
+// killed one, a running server (watched), one queued at the global limit — and only then is
 // the page opened. Every task's output size comes from its state, the exit code or
-// failure detail is beside the status, a non-zero exit is not green, and the queued
-// task is shown queued.
+// failure detail is beside the status, a non-zero exit is not green, the queued
+// task is shown queued, and the server, which a task_watch watches, is marked
+// watched.
 func TestPageOpenedAfterTheTasksRan(t *testing.T) {
 	exe := chromium(t)
 	srv := newServer(t, mcpserver.WithGlobalLimit(2), mcpserver.WithQueue(1))
@@ -53,6 +54,7 @@ func TestPageOpenedAfterTheTasksRan(t *testing.T) {
 	server := start(c1, "echo listening; sleep 600")
 	other := start(c2, "sleep 600")
 	queued := start(c2, "echo later")
+	c1.call(t, "task_watch", map[string]any{"task_id": server, "pattern": "ERROR"})
 
 	ctx := browser(t, exe)
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("operator:"+testToken))
@@ -102,6 +104,13 @@ func TestPageOpenedAfterTheTasksRan(t *testing.T) {
 		green := bg(build)
 		if got := bg(exit2); got == green {
 			t.Errorf("exit 2 pill is %s, the colour of exit 0", got)
+		}
+	})
+	t.Run("a watched task wears a badge; the others do not", func(t *testing.T) {
+		for id, want := range map[messages.TaskID]string{server: "runningwatched", other: "running"} {
+			if got := cell(id, "td.status"); got != want {
+				t.Errorf("%s: status cell %q, want %q", id, got, want)
+			}
 		}
 	})
 	t.Run("the counts name the queued task", func(t *testing.T) {

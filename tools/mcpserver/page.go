@@ -70,8 +70,9 @@ type pageHandler struct {
 // when the server listens beyond loopback (RequireBrowserToken, which also lets a
 // browser prompt for the token). Every call returns the same handler.
 //
-// The page lists every session's owner with its tasks, their status and age, and
-// tails the output of the task selected, live. It is the embedder's view, not a
+// The page lists every session's owner with its tasks, their status and age (and
+// how many task_watch watches a task has, as of the snapshot), and tails the output
+// of the task selected, live. It is the embedder's view, not a
 // model's: it sees every session, and it is read-only — no route acts on a task,
 // and nothing it reads consumes a model's output. Routes:
 //
@@ -185,6 +186,10 @@ type pageTask struct {
 	// Bytes is the task's output size from its state, in a snapshot (absent for a
 	// kind without an output stream, and in events, which carry their own).
 	Bytes *int64 `json:"bytes,omitempty"`
+	// Watches is how many live task_watch watches the task has, in a snapshot
+	// (Tasks.Watches; absent when none, and in events: a watch is not an event, and
+	// a settled task has none).
+	Watches int `json:"watches,omitempty"`
 }
 
 func toPageTask(s messages.Snapshot) *pageTask {
@@ -242,6 +247,10 @@ func (p *pageHandler) snapshot(ctx context.Context) (pageSnapshot, error) {
 		if err != nil {
 			return pageSnapshot{}, err
 		}
+		watches, err := tasks.Watches(ctx, sess.owner)
+		if err != nil {
+			return pageSnapshot{}, err
+		}
 		a := pageAgent{ID: sess.owner, Since: sess.began}
 		for _, t := range list {
 			switch {
@@ -249,7 +258,9 @@ func (p *pageHandler) snapshot(ctx context.Context) (pageSnapshot, error) {
 			case t.Evicted:
 				a.Evicted++
 			default:
-				snap.Tasks = append(snap.Tasks, p.withBytes(ctx, toPageTask(t)))
+				pt := p.withBytes(ctx, toPageTask(t))
+				pt.Watches = watches[t.ID]
+				snap.Tasks = append(snap.Tasks, pt)
 			}
 		}
 		snap.Agents = append(snap.Agents, a)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -58,6 +59,7 @@ type wireTask struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	Evicted  bool      `json:"evicted"`
+	Watches  int       `json:"watches"`
 }
 
 type wireSnapshot struct {
@@ -523,6 +525,35 @@ func TestPageTail(t *testing.T) {
 	t.Run("a reconnecting EventSource resumes at its Last-Event-ID", func(t *testing.T) {
 		s := openStream(t, hc, tailURL(hs, id, 0), "Last-Event-ID", "8")
 		readTail(t, s, 8, "three\n")
+	})
+	t.Run("a new page's snapshot marks a watched task with its live watches", func(t *testing.T) {
+		other := fake.New(true)
+		other.Buffered()
+		otherID, err := tasks.Start(bg, other.Spec("fake", "not watched", "mcp-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Finish(messages.Outcome{Status: messages.Completed})
+		watches := func() map[string]int {
+			t.Helper()
+			s := openStream(t, hc, hs.URL+mcpserver.EventsPath)
+			got := map[string]int{}
+			for _, task := range decode[wireSnapshot](t, s.next(t), "snapshot").Tasks {
+				got[task.ID] = task.Watches
+			}
+			return got
+		}
+		want := map[string]int{string(id): 0, string(otherID): 0}
+		if got := watches(); !maps.Equal(got, want) {
+			t.Errorf("watches before task_watch = %v, want %v", got, want)
+		}
+		for n := 1; n <= 2; n++ {
+			c.call(t, "task_watch", map[string]any{"task_id": string(id), "pattern": "ERROR"})
+			want[string(id)] = n
+			if got := watches(); !maps.Equal(got, want) {
+				t.Errorf("watches after %d task_watch calls = %v, want %v", n, got, want)
+			}
+		}
 	})
 	t.Run("a settled task's tail ends with its status once its output was sent", func(t *testing.T) {
 		ft.Emit("four\n")

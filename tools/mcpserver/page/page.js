@@ -121,6 +121,8 @@ function applyEvent(e) {
         if (RANK[e.task.status] >= RANK[t.status]) {
           Object.assign(t, { status: e.task.status, detail: e.task.detail, finished: e.task.finished });
         }
+        // Settlement ends a task's watches.
+        if (RANK[t.status] === SETTLED) t.watches = 0;
         if (e.kind === "task-output") t.bytes = Math.max(t.bytes || 0, e.bytes);
       }
     }
@@ -235,6 +237,12 @@ function renderAgent(a) {
     if (t.detail) {
       st.append(el("span", "detail", t.detail));
       st.title = t.detail;
+    }
+    // A task with live task_watch watches (as of the snapshot) wears a badge.
+    if (t.watches > 0) {
+      const w = el("span", "watched", t.watches > 1 ? `watched ×${t.watches}` : "watched");
+      w.title = `${t.watches} task_watch ${t.watches > 1 ? "watches" : "watch"} on this task's output`;
+      st.append(w);
     }
     tr.append(st);
     tr.append(el("td", "time", taskTime(t)));
