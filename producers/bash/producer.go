@@ -176,6 +176,11 @@ func (p *Producer) taskDirPrefix() string { return "task-" + strconv.FormatUint(
 // this process: the quiescence check for tests and simulators that hold more than one
 // Producer. Tasks of other programs on the machine are not counted (see
 // MachineLiveProcesses).
+//
+// LiveProcesses and MachineLiveProcesses are exported for the benchmark and stress
+// commands under bench/ and for the tests of other packages (producers/remote), which
+// cannot import an internal package of producers/bash; an embedder asks its own
+// Producer instead (Producer.Live).
 func LiveProcesses() int {
 	prefix := fmt.Sprintf("%d.", os.Getpid())
 	pids := markedPids(func(m string) bool { return strings.HasPrefix(m, prefix) })
@@ -187,7 +192,8 @@ func LiveProcesses() int {
 
 // MachineLiveProcesses counts the running processes on this machine that carry any
 // bash task marker, from any Producer in any process (this process itself
-// excluded), plus those in this process's task cgroups.
+// excluded), plus those in this process's task cgroups. It exists for the stress
+// command's report (see LiveProcesses).
 func MachineLiveProcesses() int {
 	pids := markedPids(func(string) bool { return true })
 	for _, t := range allTrees() {

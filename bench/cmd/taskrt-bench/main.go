@@ -21,7 +21,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/taskrt/taskrt/bench"
+	"github.com/taskrt/taskrt/bench/internal/bench"
 )
 
 func main() {

@@ -31,7 +31,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/taskrt/taskrt/bench"
+	"github.com/taskrt/taskrt/bench/internal/bench"
 	"github.com/taskrt/taskrt/producers/bash"
 )
 

@@ -1,4 +1,4 @@
-// Command taskrt-stress runs the randomized stress of package bench/stress: agents
+// Command taskrt-stress runs the randomized stress of package bench/internal/stress: agents
 // start bash commands and background sub-agents, read, wait, kill, list, operate on
 // each other's tasks, dispose themselves and register again, for -duration; then the
 // runtime is closed and the invariants are checked. It prints the seed first (pass
@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/taskrt/taskrt/bench/stress"
+	"github.com/taskrt/taskrt/bench/internal/stress"
 )
 
 func main() {

@@ -11,10 +11,10 @@
 //
 // Each figure is a function here (Lifecycle, Routed, WaitWake, Memory, Dispose,
 // DisposeChain, TrueRuns, Flood), shared by the Go benchmarks of this package
-// (go test -bench . ./bench, sub-benchmarks named impl=… so that benchstat compares
-// columns) and by the taskrt-bench command, which runs them all (Run) and prints one
-// table (WriteTable) or JSON (WriteJSON). The taskrt-stress command lives in
-// bench/stress.
+// (go test -bench . ./bench/internal/bench, sub-benchmarks named impl=… so that
+// benchstat compares columns) and by the taskrt-bench command, which runs them all
+// (Run) and prints one table (WriteTable) or JSON (WriteJSON). The taskrt-stress
+// command's package is bench/internal/stress.
 //
 // Performance is measured, never asserted: the tests of this package check that the
 // baseline keeps its contract and that every measurement runs at tiny sizes, not how

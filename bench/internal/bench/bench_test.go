@@ -10,7 +10,7 @@ import (
 // sub-benchmarks named impl=… so that benchstat compares the implementations as
 // columns:
 //
-//	go test -run '^$' -bench . -count 6 ./bench > new.txt
+//	go test -run '^$' -bench . -count 6 ./bench/internal/bench > new.txt
 //	benchstat -col /impl new.txt
 //
 // Each reports its figure with b.ReportMetric. Fixed populations (routed: 10,000 live

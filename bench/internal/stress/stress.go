@@ -465,7 +465,7 @@ func settleGoroutines(baseline int, limit time.Duration) int {
 }
 
 // settleProcesses polls the live processes of p's tasks until there are none or limit
-// passes. (bash.LiveProcesses would count every process on the machine that carries
+// passes. (bash.MachineLiveProcesses would count every process on the machine that carries
 // a bash task marker, including those of other programs' producers, such as a
 // concurrent go test of producers/bash; p.Live counts this run's only.)
 func settleProcesses(p *bash.Producer, limit time.Duration) int {
