@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,11 +34,8 @@ import (
 var reaps reaper
 
 type reaper struct {
-	mu       sync.Mutex    // protects queue, running, wake
-	queue    []*reapReq    // waiting for their first round
-	running  bool          // the loop goroutine is running
-	wake     chan struct{} // buffered 1
-	children children      // used by the round under way (one at a time: see running)
+	rounds   rounds[*reapReq]
+	children children // used by the round under way (one at a time: see rounds)
 }
 
 type reapReq struct {
@@ -54,48 +50,26 @@ type reapReq struct {
 // goroutine hand-off.
 func (r *reaper) run(line string) error {
 	req := &reapReq{line: line, deadline: time.Now().Add(sweepTimeout), done: make(chan error, 1)}
-	r.mu.Lock()
-	if r.wake == nil {
-		r.wake = make(chan struct{}, 1)
-	}
-	if !r.running {
-		r.running = true // no loop starts while the caller runs its round
-		r.mu.Unlock()
-		var busy map[string]bool
-		err := messages.Contain("bash reaper", func() error { busy = r.round([]*reapReq{req}); return nil })
-		r.mu.Lock()
-		if err == nil && !busy[line] {
-			if len(r.queue) > 0 {
-				go r.loop() // requests that came meanwhile
-			} else {
-				r.running = false
-			}
-			r.mu.Unlock()
-			return nil
-		}
-		r.queue = append(r.queue, req)
-		go r.loop()
-		r.mu.Unlock()
+	if !r.rounds.claim(req) {
 		return <-req.done
 	}
-	r.queue = append(r.queue, req)
-	notify(r.wake)
-	r.mu.Unlock()
+	var busy map[string]bool
+	err := messages.Contain("bash reaper", func() error { busy = r.round([]*reapReq{req}); return nil })
+	if err == nil && !busy[line] {
+		r.rounds.handOff(r.loop) // to requests that came meanwhile, if any
+		return nil
+	}
+	r.rounds.handOff(r.loop, req)
 	return <-req.done
 }
 
 func (r *reaper) loop() {
 	var active []*reapReq
 	for {
-		r.mu.Lock()
-		active = append(active, r.queue...)
-		r.queue = nil
-		if len(active) == 0 {
-			r.running = false
-			r.mu.Unlock()
+		var ok bool
+		if active, ok = r.rounds.next(active); !ok {
 			return
 		}
-		r.mu.Unlock()
 
 		var busy map[string]bool
 		if err := messages.Contain("bash reaper", func() error { busy = r.round(active); return nil }); err != nil {
@@ -120,12 +94,7 @@ func (r *reaper) loop() {
 		clear(active[len(kept):])
 		active = kept
 		if len(active) > 0 {
-			timer := time.NewTimer(time.Millisecond) // a process is between its cgroup exit and its zombie state
-			select {
-			case <-timer.C:
-			case <-r.wake:
-				timer.Stop()
-			}
+			r.rounds.wait(time.Millisecond) // a process is between its cgroup exit and its zombie state
 		}
 	}
 }
@@ -166,7 +135,7 @@ func (r *reaper) round(active []*reapReq) map[string]bool {
 // children is what the reaper knows about the children of this process's main
 // thread, where orphans arrive: each child with its identity and its cgroup, in the
 // order the kernel lists them. It is used by one round at a time (the reaper runs
-// rounds one after another, handing over under its mutex).
+// rounds one after another, handing over under the mutex of its rounds).
 //
 // The kernel keeps a thread's children in the order they joined it (a fork or a
 // re-parenting appends to the end), and a child leaves only when it is reaped. So a

@@ -5,7 +5,7 @@ package bash
 import (
 	"fmt"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskrt/taskrt/messages"
@@ -42,12 +42,9 @@ var sweeps sweeper
 // sweeper serves sweeps in rounds. Its loop goroutine runs while sweeps are pending
 // and exits when none is; a Start after that starts a new one.
 type sweeper struct {
-	mu      sync.Mutex    // protects queue and running
-	queue   []*sweep      // waiting for their first round
-	running bool          // the loop goroutine is running
-	wake    chan struct{} // buffered 1; tells a waiting loop that queue grew
-	// rounds counts scans, for tests and benchmarks.
-	rounds, served int64
+	rounds rounds[*sweep]
+	// scans counts scans, and served the sweeps finished, for tests and benchmarks.
+	scans, served atomic.Int64
 }
 
 // sweep is one task's sweep.
@@ -92,21 +89,7 @@ func (s *sweeper) run(leader int, marker string, subreaper bool, log *slog.Logge
 		backoff:   500 * time.Microsecond,
 		done:      make(chan sweepResult, 1),
 	}
-	s.mu.Lock()
-	if s.wake == nil {
-		s.wake = make(chan struct{}, 1)
-	}
-	s.queue = append(s.queue, sw)
-	if !s.running {
-		s.running = true
-		go s.loop()
-	} else {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
-	s.mu.Unlock()
+	s.rounds.join(sw, s.loop)
 	if testHookQueued != nil {
 		testHookQueued()
 	}
@@ -120,15 +103,10 @@ func (s *sweeper) run(leader int, marker string, subreaper bool, log *slog.Logge
 func (s *sweeper) loop() {
 	var active []*sweep
 	for {
-		s.mu.Lock()
-		active = append(active, s.queue...)
-		s.queue = nil
-		if len(active) == 0 {
-			s.running = false
-			s.mu.Unlock()
+		var ok bool
+		if active, ok = s.rounds.next(active); !ok {
 			return
 		}
-		s.mu.Unlock()
 
 		now := time.Now()
 		earliest := active[0].next
@@ -138,12 +116,7 @@ func (s *sweeper) loop() {
 			}
 		}
 		if wait := earliest.Sub(now); wait > 0 {
-			timer := time.NewTimer(wait)
-			select {
-			case <-timer.C:
-			case <-s.wake: // a new sweep: serve it at once
-				timer.Stop()
-			}
+			s.rounds.wait(wait) // or, for a new sweep, serve it at once
 			continue
 		}
 
@@ -152,9 +125,7 @@ func (s *sweeper) loop() {
 		}
 		live := leaders.snapshot()
 		procs, err := scanProcs()
-		s.mu.Lock()
-		s.rounds++
-		s.mu.Unlock()
+		s.scans.Add(1)
 		snap := newSnapshot(procs, live)
 		now = time.Now()
 		kept := active[:0]
@@ -174,9 +145,7 @@ func (s *sweeper) loop() {
 			}
 			if finished {
 				sw.done <- res
-				s.mu.Lock()
-				s.served++
-				s.mu.Unlock()
+				s.served.Add(1)
 				continue
 			}
 			kept = append(kept, sw)

@@ -298,17 +298,41 @@ func (t *task) cancelReason() string {
 }
 
 // progress is what the lifecycle has done so far; the panic path reads it to finish
-// the work without repeating a step.
+// the work without repeating a step. The steps on the leader and the jail happen in
+// one order, on the normal path and the panic path alike, so how far they got is
+// one phase; the reader's end (which may come at any time before step 4 completes)
+// and Cancel's arrival are facts of their own.
 type progress struct {
-	exited    bool           // the exit waiter reported
-	settled   bool           // the jail settled
-	reaped    bool           // os/exec reaped the leader
+	phase     phase          // the last of steps 1, 2, 3 and 5 done
 	drained   bool           // the reader reported
-	released  bool           // the jail was released
 	cancelled bool           // Cancel arrived before the leader's exit
 	sent      syscall.Signal // the last signal sent to the task (0: none)
 	readErr   error          // the reader's error, if it failed
 }
+
+// phase is how far a task's leader and jail have gone:
+//
+//	phaseRunning ──exit waiter reported──▶ phaseExited ──jail settled──▶ phaseSettled
+//	  ──os/exec reaped the leader──▶ phaseReaped ──jail released──▶ phaseReleased
+type phase uint8
+
+const (
+	phaseRunning  phase = iota // the leader may be running
+	phaseExited                // step 1: the exit waiter reported (the leader is a zombie)
+	phaseSettled               // step 2: the jail settled (nothing else of the task is left)
+	phaseReaped                // step 3: os/exec reaped the leader
+	phaseReleased              // step 5: the jail was released
+)
+
+// reach is the transition function: it records that the step ending in p is done.
+// Phases only move forward. The steps run in order, so a phase is reached from the
+// one before it, except in salvage, which goes on past a step that failed (a panic
+// in os/exec's Wait leaves the leader unreaped, and the jail is released all the
+// same).
+func (pr *progress) reach(p phase) { pr.phase = max(pr.phase, p) }
+
+// done reports whether the step ending in p is done.
+func (pr *progress) done(p phase) bool { return pr.phase >= p }
 
 // monitor runs the lifecycle and delivers its outcome.
 func (t *task) monitor() {
@@ -347,7 +371,7 @@ func (t *task) steps(pr *progress, exited, drained <-chan error) (o messages.Out
 	}
 	// 2. Kill whatever is left of the task.
 	leftovers, settleErr := t.jail.settle(t.pid)
-	pr.settled = true
+	pr.reach(phaseSettled)
 	// 3. Reap the leader.
 	state, err := t.reapLeader(pr)
 	if err != nil {
@@ -358,7 +382,7 @@ func (t *task) steps(pr *progress, exited, drained <-chan error) (o messages.Out
 	// 5. Read the limits hit, release the jail.
 	hits := t.jail.limitHits()
 	releaseErr := t.jail.release()
-	pr.released = true
+	pr.reach(phaseReleased)
 
 	o = t.decide(pr, state, leftovers, hits)
 	if settleErr != nil {
@@ -389,7 +413,7 @@ func (t *task) awaitLeader(pr *progress, exited, drained <-chan error) error {
 	for {
 		select {
 		case err := <-exited:
-			pr.exited = true
+			pr.reach(phaseExited)
 			return err
 		case err := <-drained:
 			pr.drained = true
@@ -402,7 +426,7 @@ func (t *task) awaitLeader(pr *progress, exited, drained <-chan error) error {
 			cancelC = nil
 			select {
 			case err := <-exited: // it ended on its own first: not a kill
-				pr.exited = true
+				pr.reach(phaseExited)
 				return err
 			default:
 			}
@@ -441,7 +465,7 @@ func (t *task) signal(pr *progress, sig syscall.Signal) {
 // reapLeader is step 3.
 func (t *task) reapLeader(pr *progress) (*os.ProcessState, error) {
 	err := t.cmd.Wait()
-	pr.reaped = true
+	pr.reach(phaseReaped)
 	leaders.remove(t.pid, t.marker)
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
@@ -557,19 +581,17 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 	} else {
 		t.log.Error("bash task failed internally; killing it", "err", cause)
 	}
-	if !pr.exited {
-		if !pr.reaped {
-			_ = messages.Contain("bash salvage kill", func() error { return t.jail.kill(t.pid) })
-		}
+	if !pr.done(phaseExited) { // the leader is not reaped either
+		_ = messages.Contain("bash salvage kill", func() error { return t.jail.kill(t.pid) })
 		<-exited
-		pr.exited = true
+		pr.reach(phaseExited)
 	}
 	t.in.end()
-	if !pr.settled {
+	if !pr.done(phaseSettled) {
 		_ = messages.Contain("bash salvage settle", func() error { _, err := t.jail.settle(t.pid); return err })
-		pr.settled = true
+		pr.reach(phaseSettled)
 	}
-	if !pr.reaped {
+	if !pr.done(phaseReaped) {
 		_ = messages.Contain("bash salvage reap", func() error { _, err := t.reapLeader(pr); return err })
 	}
 	if !pr.drained {
@@ -583,9 +605,9 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 		pr.drained = true
 	}
 	t.closePipe()
-	if !pr.released {
+	if !pr.done(phaseReleased) {
 		_ = messages.Contain("bash salvage release", t.jail.release)
-		pr.released = true
+		pr.reach(phaseReleased)
 	}
 	return messages.Outcome{Status: messages.Failed, Detail: "internal error: " + cause.Error()}
 }
