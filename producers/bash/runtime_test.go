@@ -267,7 +267,12 @@ func TestRuntimeInputAfterTheOwnersDisposalStarted(t *testing.T) {
 			}
 			select {
 			case err := <-blocked:
-				require.ErrorIs(t, err, messages.ErrTaskEnded)
+				// The blocked write ends with the task: refused as ended, or — when
+				// the write itself went through as the terminal hung up — the loop's
+				// next input reaches an owner already disposed (seen 1 in 150 runs, tty).
+				if !errors.Is(err, messages.ErrTaskEnded) && !errors.Is(err, messages.ErrTaskNotFound) {
+					t.Fatalf("the input loop ended with %v, want task has ended (or not found once disposed)", err)
+				}
 			case <-time.After(settleLimit):
 				t.Fatal("the input loop did not end")
 			}
