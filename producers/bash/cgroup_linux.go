@@ -45,6 +45,7 @@ type cgroupTree struct {
 	name   string // taskrt-<pid>-<start>
 	lay    layout
 	log    *slog.Logger
+	fd     int // parent opened with O_PATH: task directories are made and opened relative to it
 
 	mu     sync.Mutex      // protects v2ctl and v1made
 	v2ctl  map[string]bool // controller → usable in task directories (decided once)
@@ -111,6 +112,10 @@ func openCgroupTree(root string, log *slog.Logger) (*cgroupTree, error) {
 			_ = os.Remove(t.parent)
 			return nil, fmt.Errorf("cannot move processes into cgroups under %s: %s: %w", root, f, err)
 		}
+	}
+	if t.fd, err = unix.Open(t.parent, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		_ = os.Remove(t.parent)
+		return nil, fmt.Errorf("cannot open %s: %w", t.parent, err)
 	}
 	if trees.m == nil {
 		trees.m = map[string]*cgroupTree{}
@@ -196,6 +201,29 @@ func (t *cgroupTree) enableV2(ctl string) bool {
 		return false
 	}
 	return true
+}
+
+// v2Enabled lists the controllers enabled for task directories.
+func (t *cgroupTree) v2Enabled() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var on []string
+	for ctl, ok := range t.v2ctl {
+		if ok {
+			on = append(on, ctl)
+		}
+	}
+	return on
+}
+
+// mkdir makes the task directory name.
+func (t *cgroupTree) mkdir(name string) error {
+	return unix.Mkdirat(t.fd, name, 0o755)
+}
+
+// openDir opens the task directory name with O_PATH, for CLONE_INTO_CGROUP.
+func (t *cgroupTree) openDir(name string) (int, error) {
+	return unix.Openat(t.fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 
 // v1Parent returns the per-process directory in ctl's v1 hierarchy, creating it the

@@ -10,7 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,6 +33,16 @@ type taskCgroup struct {
 	counter string
 	limits  Limits
 	log     *slog.Logger
+
+	// Descriptors kept open while the cgroup exists, so that a settle reads with one
+	// pread each: cgroup.events and the counter (-1: not open).
+	events, countFD int
+	line            string // the cgroup as /proc/PID/cgroup names it, with the line's end (see reaper)
+
+	pool   *cgroupPool // the pool the cgroup goes back to at release; nil: removed then
+	proven bool        // the task's settle found nothing of it left (see cgroupPool)
+	killed bool        // cgroup.kill was written (see reusable)
+	parked time.Time   // when the pool parked it
 }
 
 // newTask creates the cgroup of a task named name with limits lim. Each limit goes
@@ -37,16 +50,24 @@ type taskCgroup struct {
 // hierarchy (whose directory the spawning thread enters for the fork, see spawn);
 // a limit with neither is an ErrLimitsUnavailable error.
 func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *taskCgroup, err error) {
-	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, v1: map[string]string{}, limits: lim, log: log}
-	if err := os.Mkdir(c.dir, 0o755); err != nil {
+	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, events: -1, countFD: -1, v1: map[string]string{}, limits: lim, log: log}
+	if err := t.mkdir(name); err != nil {
 		return nil, fmt.Errorf("bash: creating the task's cgroup: %w", err)
 	}
 	defer func() {
 		if err != nil {
-			c.closeFD()
-			_ = c.release()
+			_ = c.remove()
 		}
 	}()
+	fd, err := t.openDir(name)
+	if err != nil {
+		return nil, fmt.Errorf("bash: opening the task's cgroup: %w", err)
+	}
+	c.fd = fd
+	if c.events, err = unix.Openat(fd, "cgroup.events", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+		return nil, fmt.Errorf("bash: opening the task's cgroup.events: %w", err)
+	}
+	c.line = t.cgroupLine(c.dir) + "\n"
 	type setting struct{ file, value string }
 	apply := func(ctl, what string, v2 []setting, v1 []setting) error {
 		if t.v2Controller(ctl) {
@@ -107,11 +128,11 @@ func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *task
 	case receivesOrphans():
 		c.count(name)
 	}
-	fd, err := unix.Open(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("bash: opening the task's cgroup: %w", err)
+	if c.counter != "" {
+		if c.countFD, err = unix.Open(c.counter, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return nil, fmt.Errorf("bash: opening the task's process count: %w", err)
+		}
 	}
-	c.fd = fd
 	return c, nil
 }
 
@@ -159,12 +180,34 @@ func (c *taskCgroup) onlyTheLeaderIsLeft() bool {
 	if c.counter == "" {
 		return false
 	}
-	b, ok := readAt(unix.AT_FDCWD, c.counter, make([]byte, 32))
+	n, ok := c.processCount()
+	return ok && n == 1
+}
+
+// processCount reads the task's process count.
+func (c *taskCgroup) processCount() (int, bool) {
+	var buf [32]byte
+	b, ok := preadOrRead(c.countFD, c.counter, buf[:])
 	if !ok {
-		return false
+		return 0, false
 	}
 	n, err := strconv.Atoi(string(bytes.TrimSpace(b)))
-	return err == nil && n == 1
+	return n, err == nil
+}
+
+// populated reads "populated" from the task's cgroup.events: 1 while a process
+// lives in the cgroup, 0 after; -1 when it cannot be read.
+func (c *taskCgroup) populated() int {
+	var buf [128]byte
+	b, ok := preadOrRead(c.events, c.dir+"/cgroup.events", buf[:])
+	if !ok {
+		return -1
+	}
+	v, ok := keyedValue(b, "populated")
+	if !ok {
+		return -1
+	}
+	return int(v)
 }
 
 // lowerAfterSpawn is run by the spawning thread right after the fork, before it
@@ -189,10 +232,18 @@ func (c *taskCgroup) afterSpawn() error {
 		writeFile(filepath.Join(dir, "cpu.cfs_quota_us"), strconv.FormatInt(c.limits.cpuQuota(), 10)))
 }
 
+// closeFD closes the descriptor of the cgroup's directory once the leader is in
+// it, unless the cgroup is pooled: the next task is spawned through the same one.
 func (c *taskCgroup) closeFD() {
-	if c.fd >= 0 {
-		_ = unix.Close(c.fd)
-		c.fd = -1
+	if c.pool == nil {
+		closeFD(&c.fd)
+	}
+}
+
+func closeFD(fd *int) {
+	if *fd >= 0 {
+		_ = unix.Close(*fd)
+		*fd = -1
 	}
 }
 
@@ -229,6 +280,7 @@ func (c *taskCgroup) terminate(leader int) error {
 // kill sends SIGKILL to every process of the cgroup at once; a fork under way
 // cannot escape it.
 func (c *taskCgroup) kill(int) error {
+	c.killed = true
 	err := writeFile(c.dir+"/cgroup.kill", "1")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -243,10 +295,10 @@ func (c *taskCgroup) kill(int) error {
 func (c *taskCgroup) settle(leader int) (int, error) {
 	leftovers := 0
 	var err error
-	if populated(c.dir) == 1 {
+	if c.populated() == 1 {
 		leftovers = len(readPids(c.dir + "/cgroup.procs"))
 		if err = c.kill(leader); err == nil {
-			if !waitFor(c.dir+"/cgroup.events", sweepTimeout, func() bool { return populated(c.dir) != 1 }) {
+			if !waitFor(c.dir+"/cgroup.events", sweepTimeout, func() bool { return c.populated() != 1 }) {
 				err = fmt.Errorf("processes survived cgroup.kill for %s", sweepTimeout)
 			}
 		}
@@ -258,11 +310,29 @@ func (c *taskCgroup) settle(leader int) (int, error) {
 		if c.onlyTheLeaderIsLeft() {
 			reaps.spared.Add(1)
 		} else {
-			err = errors.Join(err, reaps.run(c.tree.cgroupLine(c.dir)+"\n"))
+			err = errors.Join(err, reaps.run(c.line))
 		}
 	}
+	c.proven = err == nil && !diedOfSIGKILL(leader)
 	return leftovers, err
 }
+
+// diedOfSIGKILL reports whether the exited, unreaped leader was killed by SIGKILL,
+// without reaping it. A task that wrote its own cgroup.kill ends that way (see
+// reusable).
+func diedOfSIGKILL(leader int) bool {
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, leader, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil); err != nil {
+		return true // cannot tell: assume the worst
+	}
+	status := (*[7]int32)(unsafe.Pointer(&info))[6] // si_status: after si_signo, si_errno, si_code, padding, si_pid, si_uid
+	return (info.Code == cldKilled || info.Code == cldDumped) && status == int32(unix.SIGKILL)
+}
+
+const (
+	cldKilled = 2 // CLD_KILLED
+	cldDumped = 3 // CLD_DUMPED
+)
 
 // limitHits reads what the kernel recorded about the task's limits.
 func (c *taskCgroup) limitHits() limitHits {
@@ -292,12 +362,91 @@ func (c *taskCgroup) limitHits() limitHits {
 	return h
 }
 
-// release removes the task's cgroups. Every process has left them by now.
+// release hands the task's cgroups back to their pool, or removes them. Every
+// process has left them by now.
 func (c *taskCgroup) release() error {
-	c.closeFD()
+	if c.pool != nil {
+		return c.pool.put(c)
+	}
+	return c.remove()
+}
+
+// remove closes the cgroup's descriptors and removes its directories.
+func (c *taskCgroup) remove() error {
+	closeFD(&c.fd)
+	closeFD(&c.events)
+	closeFD(&c.countFD)
 	errs := []error{removeTree(c.dir)}
 	for _, dir := range c.v1 {
 		errs = append(errs, removeTree(dir))
 	}
 	return errors.Join(errs...)
+}
+
+// reusable reports whether the cgroup, released by its task, is as a new one
+// would be, so that the pool may give it to another task: its task settled with
+// nothing left (proven), nothing lives in it ("populated 0") and it is not frozen
+// ("frozen 0"), it has no nested cgroup, its process count is 0 (the leader is
+// reaped), and its limit files hold their defaults. A task may write its own
+// cgroup's files (freeze it, set a limit, enable a controller for nested
+// cgroups, make nested cgroups): a cgroup whose task did is removed instead.
+//
+// A cgroup that was ever killed through cgroup.kill is never reused: Linux (seen
+// on 6.18) then kills every process forked into it with CLONE_INTO_CGROUP at
+// once, as if the kill were still under way (the fork compares the target's kill
+// count with the forking thread's cgroup's). That covers the kills of this
+// producer (killed) and a task that killed its own cgroup while its leader lived
+// (the leader then died of SIGKILL: not proven).
+func (c *taskCgroup) reusable() bool {
+	if !c.proven || c.killed || c.fd < 0 || c.limits.any() {
+		return false
+	}
+	for ctl := range c.v1 {
+		if ctl != "pids" {
+			return false
+		}
+	}
+	var buf [128]byte
+	b, ok := preadOrRead(c.events, "", buf[:])
+	if !ok {
+		return false
+	}
+	if v, ok := keyedValue(b, "populated"); !ok || v != 0 {
+		return false
+	}
+	if v, ok := keyedValue(b, "frozen"); ok && v != 0 {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstat(c.fd, &st) != nil || st.Nlink != 2 { // a kernfs directory links 2 + its subdirectories
+		return false
+	}
+	if c.counter != "" {
+		if n, ok := c.processCount(); !ok || n != 0 {
+			return false
+		}
+	}
+	if dir, ok := c.v1["pids"]; ok {
+		if unix.Stat(dir, &st) != nil || st.Nlink != 2 || !holds(unix.AT_FDCWD, dir+"/pids.max", "max") {
+			return false
+		}
+	}
+	for _, ctl := range c.tree.v2Enabled() {
+		if ctl != "pids" || !holds(c.fd, "pids.max", "max") || !holds(c.fd, "cgroup.subtree_control", "") {
+			return false
+		}
+	}
+	return true
+}
+
+// holds reports whether the control file path (relative to dirfd) holds value.
+func holds(dirfd int, path, value string) bool {
+	fd, err := unix.Openat(dirfd, path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var buf [64]byte
+	n, err := unix.Read(fd, buf[:])
+	return err == nil && strings.TrimSpace(string(buf[:n])) == value
 }

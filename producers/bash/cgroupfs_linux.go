@@ -50,8 +50,8 @@ func killV1(dir string) error {
 // removeTree removes a cgroup directory and its descendants, deepest first (a
 // cgroup directory holds files that cannot be unlinked, so os.RemoveAll cannot).
 func removeTree(dir string) error {
-	err := os.Remove(dir)
-	if err == nil || errors.Is(err, os.ErrNotExist) {
+	err := unix.Rmdir(dir)
+	if err == nil || errors.Is(err, unix.ENOENT) {
 		return nil // the usual case: no nested cgroup
 	}
 	entries, err := os.ReadDir(dir)
@@ -89,6 +89,19 @@ func populated(dir string) int {
 		return -1
 	}
 	return int(v)
+}
+
+// preadOrRead reads a small control file through fd, kept open, from its start;
+// or, with fd < 0, opens path for the read.
+func preadOrRead(fd int, path string, buf []byte) ([]byte, bool) {
+	if fd < 0 {
+		return readAt(unix.AT_FDCWD, path, buf)
+	}
+	n, err := unix.Pread(fd, buf, 0)
+	if err != nil || n <= 0 {
+		return nil, false
+	}
+	return buf[:n], true
 }
 
 // keyedValue finds "key N" in a flat-keyed cgroup file.

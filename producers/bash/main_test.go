@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -45,6 +46,14 @@ func (s survivorCheck) Run() int {
 	if n := LiveProcesses(); n > 0 {
 		fmt.Fprintf(os.Stderr, "survivors: %d processes started by this test run are still running\n", n)
 		return 1
+	}
+	// The producers' pools keep empty cgroups for their next tasks: every one must
+	// be removable (nothing lives in it), and then no task cgroup may be left.
+	for _, pool := range pools.all() {
+		if err := pool.close(); err != nil {
+			fmt.Fprintf(os.Stderr, "pooled task cgroups could not be removed: %v\n", err)
+			return 1
+		}
 	}
 	for _, tree := range allTrees() {
 		if dirs := tree.taskDirs("task-"); len(dirs) > 0 {
@@ -170,15 +179,39 @@ func requireQuiet(t testing.TB, p *Producer) {
 	t.Helper()
 	require.Zero(t, p.Live(), "live processes of this producer's tasks")
 	require.Empty(t, zombieChildren(t), "zombie children of the test process")
-	require.Empty(t, taskCgroups(p), "task cgroups left")
+	require.Empty(t, taskCgroups(p), "task cgroups left (but for the pool's empty ones)")
+	parked := pooledCgroups(p)
+	require.LessOrEqual(t, len(parked), poolMax, "empty cgroups kept by the pool")
+	for _, dir := range parked {
+		require.Equal(t, 0, populated(dir), "a pooled cgroup holds a process: %s", dir)
+	}
 }
 
-// taskCgroups lists p's task cgroups that still exist, in cgroup v2 and v1.
+// taskCgroups lists p's task cgroups that still exist, in cgroup v2 and v1, but
+// for the empty ones its pool keeps for its next tasks (see pooledCgroups).
 func taskCgroups(p *Producer) []string {
 	if p.tree == nil {
 		return nil
 	}
-	return p.tree.taskDirs(p.taskDirPrefix())
+	parked := map[string]bool{}
+	for _, dir := range pooledCgroups(p) {
+		parked[filepath.Base(dir)] = true
+	}
+	var left []string
+	for _, dir := range p.tree.taskDirs(p.taskDirPrefix()) {
+		if !parked[filepath.Base(dir)] {
+			left = append(left, dir)
+		}
+	}
+	return left
+}
+
+// pooledCgroups lists the cgroup v2 directories p's pool keeps for its next tasks.
+func pooledCgroups(p *Producer) []string {
+	if p.pool == nil {
+		return nil
+	}
+	return p.pool.parkedDirs()
 }
 
 // account checks one read result against the stream it came from (see

@@ -52,6 +52,15 @@ func (*taskCgroup) settle(int) (int, error) { return 0, errors.ErrUnsupported }
 func (*taskCgroup) limitHits() limitHits    { return limitHits{} }
 func (*taskCgroup) release() error          { return nil }
 func (*taskCgroup) closeFD()                {}
+func (*taskCgroup) populated() int          { return -1 }
+
+type cgroupPool struct{}
+
+func newCgroupPool(*cgroupTree, string) *cgroupPool { return nil }
+func (*cgroupPool) get(*slog.Logger) (*taskCgroup, error) {
+	return nil, errors.ErrUnsupported
+}
+func (*cgroupPool) close() error { return nil }
 
 type sweeper struct{}
 

@@ -3,6 +3,7 @@ package bash
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -46,8 +47,11 @@ type Command struct {
 
 // Producer runs shell commands as taskrt tasks. Its zero value is not usable; call
 // New. A Producer holds no resources of its own beyond what New set up for its
-// containment mode (see the package documentation): each task's goroutines,
-// processes and cgroups end when that task's Done settles. It is safe for
+// containment mode (see the package documentation) and, in cgroup mode, up to 16
+// empty cgroups kept for its next tasks without limits: each task's goroutines and
+// processes end when that task's Done settles, and its cgroup is then empty and
+// either removed or kept for the next task. A kept cgroup is removed after 2 s
+// unused, by Close, or when the Producer is garbage collected. It is safe for
 // concurrent use.
 type Producer struct {
 	cfg    config
@@ -58,6 +62,7 @@ type Producer struct {
 	mode     Containment
 	detail   string      // what the mode is, or why it was not the other one
 	tree     *cgroupTree // cgroup mode: where the tasks' cgroups go
+	pool     *cgroupPool // cgroup mode: the empty cgroups kept for tasks without limits
 	startErr error       // non-nil: every Start fails with it (forced cgroup mode without cgroups)
 	ctty     bool        // this process had a controlling terminal at New
 	sb       *sandboxState
@@ -90,6 +95,10 @@ func New(opts ...Option) *Producer {
 	n := producers.Add(1)
 	p := &Producer{cfg: cfg, n: n, prefix: fmt.Sprintf("%d.%d.", os.Getpid(), n)}
 	p.chooseContainment()
+	if p.tree != nil {
+		p.pool = newCgroupPool(p.tree, p.taskDirPrefix()+"p")
+		runtime.AddCleanup(p, func(pool *cgroupPool) { _ = pool.close() }, p.pool)
+	}
 	p.ctty = hasControllingTerminal()
 	p.chooseSandbox()
 	return p
@@ -116,6 +125,19 @@ func (p *Producer) chooseContainment() {
 		}
 	}
 	log.Info("bash: containment", "mode", p.mode.String(), "detail", p.detail)
+}
+
+// Close removes the empty cgroups the producer keeps for its next tasks (cgroup
+// mode). A task still running keeps its cgroup until it settles, which then
+// removes it; tasks started after Close get a cgroup of their own each, removed
+// when they settle. Close does not stop running tasks (the runtime does, through
+// their Cancel hooks). Idempotent; an error names the cgroups that could not be
+// removed.
+func (p *Producer) Close() error {
+	if p.pool == nil {
+		return nil
+	}
+	return p.pool.close()
 }
 
 // Containment returns the containment mode of this Producer's tasks.

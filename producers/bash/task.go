@@ -146,7 +146,11 @@ func (p *Producer) start(c Command) (*task, error) {
 		cg *taskCgroup
 	)
 	if p.tree != nil {
-		cg, err = p.tree.newTask(p.taskDirPrefix()+fmt.Sprint(seq), lim, log)
+		if lim.any() {
+			cg, err = p.tree.newTask(p.taskDirPrefix()+fmt.Sprint(seq), lim, log)
+		} else {
+			cg, err = p.pool.get(log)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -224,7 +228,7 @@ func (p *Producer) start(c Command) (*task, error) {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			if cg != nil {
-				_ = waitFor(cg.dir+"/cgroup.events", sweepTimeout, func() bool { return populated(cg.dir) != 1 })
+				_ = waitFor(cg.dir+"/cgroup.events", sweepTimeout, func() bool { return cg.populated() != 1 })
 			}
 		}
 		st.closeOurs()

@@ -1,0 +1,246 @@
+//go:build linux
+
+package bash
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/taskrt/taskrt/messages"
+)
+
+// printCgroup prints the task's cgroup v2 line ("0::/…").
+const printCgroup = `grep '^0::' /proc/self/cgroup`
+
+// runIn runs c to its end and returns its outcome and output.
+func runIn(t *testing.T, p *Producer, c Command) (messages.Outcome, string) {
+	t.Helper()
+	h := startTask(t, p, c)
+	o := h.awaitDone(t, settleLimit)
+	return o, h.ReadOutput()
+}
+
+// The pool: a producer keeps the empty cgroups of its settled tasks without
+// limits and gives them to its next tasks without limits (see cgroupPool).
+func TestCgroupPool(t *testing.T) {
+	requireCgroups(t)
+	newPoolProducer := func(t *testing.T) *Producer {
+		p := newTestProducer(t, WithContainment(CgroupContainment))
+		t.Cleanup(func() { assert.NoError(t, p.Close()) })
+		return p
+	}
+	// parkOne runs a task and returns the cgroup the pool then keeps.
+	parkOne := func(t *testing.T, p *Producer) string {
+		t.Helper()
+		o, out := runIn(t, p, Command{Command: printCgroup})
+		require.Equal(t, "exit code: 0", o.Detail)
+		parked := pooledCgroups(p)
+		require.Len(t, parked, 1)
+		require.Equal(t, p.tree.cgroupLine(parked[0])+"\n", out, "the task ran in the cgroup now kept")
+		return parked[0]
+	}
+
+	t.Run("a settled task's cgroup is empty and kept for the next task without limits", func(t *testing.T) {
+		p := newPoolProducer(t)
+		dir := parkOne(t, p)
+		assert.Equal(t, 0, populated(dir), "nothing lives in the kept cgroup")
+		requireQuiet(t, p)
+		o, out := runIn(t, p, Command{Command: printCgroup})
+		assert.Equal(t, "exit code: 0", o.Detail)
+		assert.Equal(t, p.tree.cgroupLine(dir)+"\n", out, "the next task runs in the same cgroup")
+		assert.Equal(t, []string{dir}, pooledCgroups(p))
+		requireQuiet(t, p)
+	})
+
+	t.Run("Close removes every kept cgroup; tasks after it get cgroups of their own", func(t *testing.T) {
+		p := newPoolProducer(t)
+		dir := parkOne(t, p)
+		require.NoError(t, p.Close())
+		assert.NoDirExists(t, dir)
+		assert.Empty(t, p.tree.taskDirs(p.taskDirPrefix()), "no cgroup of the producer, v2 or v1")
+		o, out := runIn(t, p, Command{Command: printCgroup})
+		assert.Equal(t, "exit code: 0", o.Detail)
+		assert.NotEqual(t, p.tree.cgroupLine(dir)+"\n", out)
+		assert.Empty(t, p.tree.taskDirs(p.taskDirPrefix()), "the task's cgroup was removed at Done")
+		require.NoError(t, p.Close(), "a second Close")
+	})
+
+	t.Run("a task with limits gets cgroups of its own, removed at Done, and passes no limit on", func(t *testing.T) {
+		p := newPoolProducer(t)
+		dir := parkOne(t, p)
+		o, out := runIn(t, p, Command{Command: printCgroup, Limits: Limits{Processes: 50}})
+		assert.Equal(t, "exit code: 0", o.Detail)
+		assert.NotEqual(t, p.tree.cgroupLine(dir)+"\n", out, "not the kept cgroup")
+		assert.Equal(t, []string{dir}, pooledCgroups(p))
+		assert.Empty(t, taskCgroups(p), "the limited task's cgroups are removed")
+		// The kept cgroup still has no limit: its process count (v1 or v2) has none.
+		var c *taskCgroup
+		p.pool.mu.Lock()
+		c = p.pool.idle[0]
+		p.pool.mu.Unlock()
+		if c.counter != "" {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(c.counter), "pids.max"))
+			require.NoError(t, err)
+			assert.Equal(t, "max\n", string(b))
+		}
+	})
+
+	t.Run("a cgroup this producer killed is not reused, and the next task runs", func(t *testing.T) {
+		p := newPoolProducer(t)
+		dir := parkOne(t, p)
+		o, _ := runIn(t, p, Command{Command: "sleep 1000 & echo hi"})
+		assert.Equal(t, "exit code: 0; killed 1 leftover process", o.Detail)
+		assert.NoDirExists(t, dir, "the killed cgroup is removed")
+		assert.Empty(t, pooledCgroups(p))
+		o, _ = runIn(t, p, Command{Command: "exit 3"})
+		assert.Equal(t, "exit code: 3", o.Detail, "not killed at its start")
+	})
+
+	t.Run("a cgroup its task killed through cgroup.kill is not reused, and the next task runs", func(t *testing.T) {
+		p := newPoolProducer(t)
+		dir := parkOne(t, p)
+		o, _ := runIn(t, p, Command{Command: fmt.Sprintf("echo 1 > %s/cgroup.kill; sleep 1000", dir)})
+		assert.Equal(t, "signal: SIGKILL", o.Detail)
+		assert.NoDirExists(t, dir)
+		o, _ = runIn(t, p, Command{Command: "exit 3"})
+		assert.Equal(t, "exit code: 3", o.Detail, "not killed at its start")
+		requireQuiet(t, p)
+	})
+
+	t.Run("a cgroup its task changed is not reused", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			change func(dir string, c *taskCgroup) string // the command that changes the cgroup
+		}{
+			{"a nested cgroup", func(dir string, _ *taskCgroup) string { return "mkdir " + dir + "/nested" }},
+			{"its process count's limit", func(_ string, c *taskCgroup) string {
+				if c.counter == "" {
+					return ""
+				}
+				return "echo 100 > " + filepath.Join(filepath.Dir(c.counter), "pids.max")
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPoolProducer(t)
+				dir := parkOne(t, p)
+				p.pool.mu.Lock()
+				c := p.pool.idle[0]
+				p.pool.mu.Unlock()
+				command := tc.change(dir, c)
+				if command == "" {
+					t.Skip("no process count here")
+				}
+				o, _ := runIn(t, p, Command{Command: command})
+				require.Equal(t, "exit code: 0", o.Detail)
+				assert.NoDirExists(t, dir, "removed, nested cgroup and all")
+				assert.Empty(t, pooledCgroups(p))
+				requireQuiet(t, p)
+			})
+		}
+	})
+
+	t.Run("a frozen or unproven cgroup is not reused", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			change func(c *taskCgroup)
+		}{
+			{"frozen", func(c *taskCgroup) { require.NoError(t, writeFile(c.dir+"/cgroup.freeze", "1")) }},
+			{"its settle failed", func(c *taskCgroup) { c.proven = false }},
+			{"it was killed", func(c *taskCgroup) { c.killed = true }},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				p := newPoolProducer(t)
+				c, err := p.pool.get(p.cfg.logger)
+				require.NoError(t, err)
+				c.proven = true // as after a settle that found nothing left
+				tc.change(c)
+				require.NoError(t, c.release())
+				assert.NoDirExists(t, c.dir)
+				assert.Empty(t, pooledCgroups(p))
+			})
+		}
+		t.Run("as a control, a proven cgroup is kept", func(t *testing.T) {
+			p := newPoolProducer(t)
+			c, err := p.pool.get(p.cfg.logger)
+			require.NoError(t, err)
+			c.proven = true
+			require.NoError(t, c.release())
+			assert.Equal(t, []string{c.dir}, pooledCgroups(p))
+		})
+	})
+
+	t.Run("at most poolMax empty cgroups are kept", func(t *testing.T) {
+		p := newPoolProducer(t)
+		const n = poolMax + 4
+		var tasks []*testTask
+		for range n { // all running at once: n cgroups
+			tasks = append(tasks, startTask(t, p, Command{Command: "read -r _", Stdin: StdinPipe}))
+		}
+		for _, h := range tasks {
+			require.NoError(t, h.Input(nil, true))
+		}
+		var wg sync.WaitGroup
+		for _, h := range tasks {
+			wg.Go(func() { assert.Equal(t, "exit code: 1", h.awaitDone(t, settleLimit).Detail) })
+		}
+		wg.Wait()
+		assert.Len(t, pooledCgroups(p), poolMax)
+		requireQuiet(t, p)
+	})
+
+	t.Run("a cgroup unused for poolIdle is removed", func(t *testing.T) {
+		p := newPoolProducer(t)
+		dir := parkOne(t, p)
+		require.NoError(t, p.pool.trim(time.Now()))
+		assert.Equal(t, []string{dir}, pooledCgroups(p), "kept while fresh")
+		require.NoError(t, p.pool.trim(time.Now().Add(poolIdle)))
+		assert.NoDirExists(t, dir)
+		assert.Empty(t, pooledCgroups(p))
+		assert.Empty(t, p.tree.taskDirs(p.taskDirPrefix()))
+	})
+
+	t.Run("a garbage-collected producer's kept cgroups are removed", func(t *testing.T) {
+		dir, prefix, tree := func() (string, string, *cgroupTree) {
+			p := newTestProducer(t, WithContainment(CgroupContainment))
+			o, _ := runIn(t, p, Command{Command: "true"})
+			require.Equal(t, "exit code: 0", o.Detail)
+			parked := pooledCgroups(p)
+			require.Len(t, parked, 1)
+			return parked[0], p.taskDirPrefix(), p.tree
+		}()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(settleLimit)
+		for {
+			runtime.GC()
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				break
+			}
+			select {
+			case <-tick.C:
+			case <-deadline:
+				t.Fatalf("%s still exists after the producer was collected", dir)
+			}
+		}
+		assert.Empty(t, tree.taskDirs(prefix))
+	})
+}
+
+// The cgroups of tasks without limits are named for the pool: task-<producer>-p<k>.
+func TestPooledCgroupsAreNamedForTheirProducer(t *testing.T) {
+	requireCgroups(t)
+	p := newTestProducer(t, WithContainment(CgroupContainment))
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	o, out := runIn(t, p, Command{Command: printCgroup})
+	require.Equal(t, "exit code: 0", o.Detail)
+	assert.True(t, strings.HasSuffix(strings.TrimSpace(out), "/"+p.taskDirPrefix()+"p1"), out)
+}
