@@ -47,6 +47,10 @@ type cgroupTree struct {
 	log    *slog.Logger
 	fd     int // parent opened with O_PATH: task directories are made and opened relative to it
 
+	homeOnce sync.Once  // sets home, homeErr
+	home     *spawnHome // this process's v1 cgroups, for the spawning thread's return
+	homeErr  error
+
 	mu     sync.Mutex      // protects v2ctl and v1made
 	v2ctl  map[string]bool // controller → usable in task directories (decided once)
 	v1made map[string]bool // controller → the v1 per-process directory exists

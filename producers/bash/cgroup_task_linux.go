@@ -37,6 +37,7 @@ type taskCgroup struct {
 	// Descriptors kept open while the cgroup exists, so that a settle reads with one
 	// pread each: cgroup.events and the counter (-1: not open).
 	events, countFD int
+	twinTasks       int    // the tasks file of the v1 pids directory that counts the task, open for writing; -1: none
 	line            string // the cgroup as /proc/PID/cgroup names it, with the line's end (see reaper)
 
 	pool   *cgroupPool // the pool the cgroup goes back to at release; nil: removed then
@@ -50,7 +51,7 @@ type taskCgroup struct {
 // hierarchy (whose directory the spawning thread enters for the fork, see spawn);
 // a limit with neither is an ErrLimitsUnavailable error.
 func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *taskCgroup, err error) {
-	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, events: -1, countFD: -1, v1: map[string]string{}, limits: lim, log: log}
+	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, events: -1, countFD: -1, twinTasks: -1, v1: map[string]string{}, limits: lim, log: log}
 	if err := t.mkdir(name); err != nil {
 		return nil, fmt.Errorf("bash: creating the task's cgroup: %w", err)
 	}
@@ -159,6 +160,9 @@ func (c *taskCgroup) count(name string) {
 	}
 	c.v1["pids"] = dir
 	c.counter = filepath.Join(dir, "pids.current")
+	if fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		c.twinTasks = fd
+	}
 }
 
 // countsTasks reports whether the tasks of this tree get a process count (see
@@ -376,6 +380,7 @@ func (c *taskCgroup) remove() error {
 	closeFD(&c.fd)
 	closeFD(&c.events)
 	closeFD(&c.countFD)
+	closeFD(&c.twinTasks)
 	errs := []error{removeTree(c.dir)}
 	for _, dir := range c.v1 {
 		errs = append(errs, removeTree(dir))

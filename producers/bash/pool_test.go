@@ -244,3 +244,44 @@ func TestPooledCgroupsAreNamedForTheirProducer(t *testing.T) {
 	require.Equal(t, "exit code: 0", o.Detail)
 	assert.True(t, strings.HasSuffix(strings.TrimSpace(out), "/"+p.taskDirPrefix()+"p1"), out)
 }
+
+// A thread that forked a leader from inside the task's v1 cgroups (the process
+// count on a hybrid mount) goes back to this process's v1 cgroups: after many
+// starts, every thread of this process is where the process is.
+func TestSpawningThreadsReturnToThisProcesssCgroups(t *testing.T) {
+	requireCgroups(t)
+	p := newTestProducer(t, WithContainment(CgroupContainment))
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 5 {
+				h := startTask(t, p, Command{Command: "true"})
+				assert.Equal(t, "exit code: 0", h.awaitDone(t, settleLimit).Detail)
+			}
+		})
+	}
+	wg.Wait()
+	v1Lines := func(b []byte) []string {
+		var lines []string
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if !strings.HasPrefix(line, "0::") {
+				lines = append(lines, line)
+			}
+		}
+		return lines
+	}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	require.NoError(t, err)
+	want := v1Lines(self)
+	tids, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/self/task/" + tid.Name() + "/cgroup")
+		if os.IsNotExist(err) {
+			continue // the thread ended meanwhile
+		}
+		require.NoError(t, err)
+		assert.Equal(t, want, v1Lines(b), "thread %s", tid.Name())
+	}
+}

@@ -66,10 +66,10 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 		go func() { res <- spawnLocked(cmd, cg) }()
 		return <-res
 	}
-	home, err := threadCgroups(cg.tree.lay)
+	home, err := cg.tree.spawnerHome()
 	if err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Errorf("bash: reading the spawning thread's cgroups: %w", err)
+		return fmt.Errorf("bash: reading this process's cgroups: %w", err)
 	}
 	// "0" names the writing thread: the kernel then moves it without the
 	// process-wide lock it takes to move a thread named by its id.
@@ -77,18 +77,18 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 	leave := func() bool {
 		ok := true
 		for _, ctl := range entered {
-			if err := writeFile(filepath.Join(home[ctl], "tasks"), "0"); err != nil {
+			if home.leave(ctl) != nil {
 				ok = false
 			}
 		}
 		return ok
 	}
 	for ctl, dir := range cg.v1 {
-		if _, known := home[ctl]; !known {
-			err = fmt.Errorf("bash: this thread's %s cgroup is unknown", ctl)
+		if _, known := home.dirs[ctl]; !known {
+			err = fmt.Errorf("bash: this process's %s cgroup is unknown", ctl)
 			break
 		}
-		if err = writeFile(filepath.Join(dir, "tasks"), "0"); err != nil {
+		if err = cg.enter(ctl, dir); err != nil {
 			err = fmt.Errorf("bash: entering the task's %s cgroup: %w", ctl, err)
 			break
 		}
@@ -112,10 +112,67 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 	return err
 }
 
-// threadCgroups returns the directories of the calling thread in the v1
-// hierarchies of lay.
-func threadCgroups(lay layout) (map[string]string, error) {
-	b, err := os.ReadFile("/proc/thread-self/cgroup")
+// spawnHome is where a spawning thread returns after a fork from inside a task's
+// v1 cgroups: this process's v1 cgroups, with their tasks files kept open, so that
+// entering and leaving cost one write each.
+type spawnHome struct {
+	lay  layout
+	dirs map[string]string // controller → this process's v1 directory
+	fds  map[string]int    // controller → its tasks file, open for writing
+}
+
+// spawnerHome returns this process's v1 cgroups, read once (from the main thread's
+// view: every thread of this process lives there but while it forks a leader).
+func (t *cgroupTree) spawnerHome() (*spawnHome, error) {
+	t.homeOnce.Do(func() {
+		dirs, err := threadCgroups(t.lay, "/proc/self/cgroup")
+		if err != nil {
+			t.homeErr = err
+			return
+		}
+		h := &spawnHome{lay: t.lay, dirs: dirs, fds: map[string]int{}}
+		for ctl, dir := range dirs {
+			if fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+				h.fds[ctl] = fd
+			}
+		}
+		t.home = h
+	})
+	return t.home, t.homeErr
+}
+
+// leave moves the calling thread back to this process's ctl cgroup; should the
+// process have moved meanwhile, to where it is now.
+func (h *spawnHome) leave(ctl string) error {
+	if fd, ok := h.fds[ctl]; ok {
+		if _, err := unix.Write(fd, []byte("0")); err == nil {
+			return nil
+		}
+	}
+	now, err := threadCgroups(h.lay, "/proc/self/cgroup")
+	if err != nil {
+		return err
+	}
+	dir, ok := now[ctl]
+	if !ok {
+		return fmt.Errorf("this process's %s cgroup is unknown", ctl)
+	}
+	return writeFile(filepath.Join(dir, "tasks"), "0")
+}
+
+// enter moves the calling thread into the task's ctl cgroup dir (v1).
+func (c *taskCgroup) enter(ctl, dir string) error {
+	if ctl == "pids" && c.twinTasks >= 0 {
+		_, err := unix.Write(c.twinTasks, []byte("0"))
+		return err
+	}
+	return writeFile(filepath.Join(dir, "tasks"), "0")
+}
+
+// threadCgroups returns the directories in the v1 hierarchies of lay that the
+// cgroup file path (/proc/self/cgroup, /proc/thread-self/cgroup) names.
+func threadCgroups(lay layout, path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
