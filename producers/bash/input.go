@@ -119,7 +119,7 @@ func (p *Producer) openStreams(mode Stdin) (*streams, error) {
 		}
 		return &streams{childIn: tty, childOut: tty, out: master, in: &input{mode: mode, w: master}}, nil
 	}
-	pr, pw, err := os.Pipe()
+	pr, pw, err := outputPipe()
 	if err != nil {
 		return nil, fmt.Errorf("bash: output pipe: %w", err)
 	}

@@ -285,3 +285,21 @@ func TestSpawningThreadsReturnToThisProcesssCgroups(t *testing.T) {
 		assert.Equal(t, want, v1Lines(b), "thread %s", tid.Name())
 	}
 }
+
+// A command's standard streams: stdin is /dev/null (one descriptor shared by every
+// task, opened once), stdout and stderr are one blocking pipe (the read end alone
+// is non-blocking, in this process).
+func TestTheShellsStreamsAreDevNullAndOneBlockingPipe(t *testing.T) {
+	forEachMode(t, func(t *testing.T, mode Option) {
+		p := newTestProducer(t, mode)
+		t.Cleanup(func() { assert.NoError(t, p.Close()) })
+		for range 2 { // the second start reuses the shared /dev/null
+			o, out := runIn(t, p, Command{Command: `readlink /proc/self/fd/0; ` +
+				`[ "$(readlink /proc/$$/fd/1)" = "$(readlink /proc/$$/fd/2)" ] && echo merged; ` +
+				`echo nonblock $(( 0$(awk '/^flags/ {print $2}' /proc/$$/fdinfo/1) & 04000 ))`})
+			assert.Equal(t, "exit code: 0", o.Detail)
+			assert.Equal(t, "/dev/null\nmerged\nnonblock 0\n", out)
+		}
+		requireQuiet(t, p)
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -38,16 +39,51 @@ func enableSubreaper() error {
 
 // receivesOrphans reports whether orphaned processes can be re-parented to this
 // process: it is a child subreaper, or it is the init of its pid namespace.
+//
+// A yes is remembered: believing it after the flag was cleared only costs a look
+// at the children; a no is asked again each time.
 func receivesOrphans() bool {
-	if selfPid == 1 {
+	if selfPid == 1 || orphansCome.Load() {
 		return true
 	}
 	var flag int32
 	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&flag)), 0, 0, 0); err != nil {
 		return true // cannot tell: assume it may, which only costs a look at the children
 	}
+	if flag != 0 {
+		orphansCome.Store(true)
+	}
 	return flag != 0
 }
+
+var orphansCome atomic.Bool // receivesOrphans said yes once
+
+// outputPipe returns a task's output pipe: the read end non-blocking and in Go's
+// netpoller, the shell's end blocking and never registered there (os.Pipe would
+// register both, and os/exec would then turn the shell's end back to blocking:
+// six system calls more per start).
+func outputPipe() (r, w *os.File, err error) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		_ = unix.Close(fds[0])
+		_ = unix.Close(fds[1])
+		return nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
+}
+
+// devNull is /dev/null opened once, for the standard input of StdinNone commands
+// (os/exec would open and close it per start); nil when it cannot be opened.
+var devNull = sync.OnceValue(func() *os.File {
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), os.DevNull)
+})
 
 // hasControllingTerminal reports whether this process has a controlling terminal.
 func hasControllingTerminal() bool {

@@ -193,8 +193,10 @@ func (p *Producer) start(c Command) (*task, error) {
 	cmd.Dir = c.Dir
 	cmd.Env = env
 	if st.childIn != nil {
-		cmd.Stdin = st.childIn // else /dev/null (a nil *os.File would be a broken one)
-	}
+		cmd.Stdin = st.childIn
+	} else if null := devNull(); null != nil {
+		cmd.Stdin = null // one descriptor for every task (a nil *os.File would be a broken one)
+	} // else os/exec opens /dev/null
 	cmd.Stdout = st.childOut // one pipe (or the terminal) for both: output merged in arrival order
 	cmd.Stderr = st.childOut
 	if script != nil {
@@ -517,7 +519,9 @@ func (t *task) closePipe() {
 // the end of the pipe or the drain deadline.
 func (t *task) readAll() error {
 	defer t.out.Close()
-	buf := make([]byte, 32<<10)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := t.pipe.Read(buf)
 		if n > 0 {
@@ -534,6 +538,10 @@ func (t *task) readAll() error {
 		}
 	}
 }
+
+// readBufs are the readers' buffers: the output buffer copies what it keeps, so a
+// buffer is free again when its reader returns.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // decide turns the leader's wait status into the Outcome. A command we cancelled is
 // killed by the signal that ended the leader, or by the last signal we sent when the
