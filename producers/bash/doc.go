@@ -88,6 +88,17 @@
 // the spawning thread for the fork). The count is what lets a settle know that a
 // task left no zombie without looking at this process's children.
 //
+// A Producer keeps the cgroups of its settled tasks without limits for its next
+// such tasks, so that a start makes and removes no directory (see docs/cost.md):
+// at most 16, each empty (no process, no zombie), named task-<n>-p<k>, removed
+// after 2 s unused, by Producer.Close, or when the Producer is garbage collected.
+// A cgroup is kept only when it is as a new one would be; one that was killed
+// through cgroup.kill, frozen, given a nested cgroup or a limit by its task is
+// removed instead, and a task with limits always gets cgroups of its own. After
+// Done, then, a task's cgroup holds nothing of it and either is gone or waits
+// empty for the next task; after Close (and after 2 s without starts) no cgroup of
+// the Producer is left.
+//
 // In both modes, New marks the whole process as a child subreaper
 // (prctl(PR_SET_CHILD_SUBREAPER)) unless WithoutSubreaper is given: orphaned
 // descendants of every child of this process, not only of bash tasks, are
