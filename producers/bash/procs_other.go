@@ -33,6 +33,7 @@ func hasControllingTerminal() bool                      { return false }
 func outputPipe() (*os.File, *os.File, error)           { return os.Pipe() }
 func devNull() *os.File                                 { return nil }
 func populated(string) int                              { return -1 }
+func growPipe(*os.File, int)                            {}
 func waitFor(string, time.Duration, func() bool) bool   { return true }
 
 const sweepTimeout = 10 * time.Second

@@ -223,3 +223,27 @@ func TestChildrenAreReadOnceAndReusedPidsAreCaught(t *testing.T) {
 		})
 	}
 }
+
+// The process count is sound where a task's last processes end with its shell: a
+// background job that exits just before the shell (a zombie of the shell, then of
+// this process), with it (between leaving the cgroup and becoming a zombie) or
+// after it (killed by the settle) leaves no zombie, whichever way each settle went:
+// spared by the count, or through the reaper's round.
+func TestNoZombieWhenABackgroundJobEndsWithTheShell(t *testing.T) {
+	requireCgroups(t)
+	p := newTestProducer(t, WithContainment(CgroupContainment))
+	const runs = 60
+	spared, lists := reaps.spared.Load(), reaps.children.lists.Load()
+	for i := range runs {
+		h := startTask(t, p, Command{Command: "/bin/true & exit 0"})
+		o := h.awaitDone(t, settleLimit)
+		require.Equal(t, messages.Completed, o.Status, o.Detail)
+		require.True(t, strings.HasPrefix(o.Detail, "exit code: 0"), o.Detail) // "; killed 1 leftover process" when the job outlived the shell
+		h.Release()
+		require.Empty(t, zombieChildren(t), "zombie children after run %d", i)
+	}
+	gotSpared, gotLists := reaps.spared.Load()-spared, reaps.children.lists.Load()-lists
+	assert.GreaterOrEqual(t, gotSpared+gotLists, int64(runs), "every settle was spared or took a round")
+	t.Logf("%d of %d settles spared by the count, %d readings of the children list", gotSpared, runs, gotLists)
+	requireQuiet(t, p)
+}
