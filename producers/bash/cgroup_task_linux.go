@@ -38,6 +38,7 @@ type taskCgroup struct {
 	// pread each: cgroup.events and the counter (-1: not open).
 	events, countFD int
 	twinTasks       int    // the tasks file of the v1 pids directory that counts the task, open for writing; -1: none
+	twinMax         int    // that directory's pids.max, open for reading; -1: none
 	line            string // the cgroup as /proc/PID/cgroup names it, with the line's end (see reaper)
 
 	pool   *cgroupPool // the pool the cgroup goes back to at release; nil: removed then
@@ -51,7 +52,7 @@ type taskCgroup struct {
 // hierarchy (whose directory the spawning thread enters for the fork, see spawn);
 // a limit with neither is an ErrLimitsUnavailable error.
 func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *taskCgroup, err error) {
-	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, events: -1, countFD: -1, twinTasks: -1, v1: map[string]string{}, limits: lim, log: log}
+	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, events: -1, countFD: -1, twinTasks: -1, twinMax: -1, v1: map[string]string{}, limits: lim, log: log}
 	if err := t.mkdir(name); err != nil {
 		return nil, fmt.Errorf("bash: creating the task's cgroup: %w", err)
 	}
@@ -162,6 +163,9 @@ func (c *taskCgroup) count(name string) {
 	c.counter = filepath.Join(dir, "pids.current")
 	if fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
 		c.twinTasks = fd
+	}
+	if fd, err := unix.Open(filepath.Join(dir, "pids.max"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+		c.twinMax = fd
 	}
 }
 
@@ -381,6 +385,7 @@ func (c *taskCgroup) remove() error {
 	closeFD(&c.events)
 	closeFD(&c.countFD)
 	closeFD(&c.twinTasks)
+	closeFD(&c.twinMax)
 	errs := []error{removeTree(c.dir)}
 	for _, dir := range c.v1 {
 		errs = append(errs, removeTree(dir))
@@ -432,7 +437,11 @@ func (c *taskCgroup) reusable() bool {
 		}
 	}
 	if dir, ok := c.v1["pids"]; ok {
-		if unix.Stat(dir, &st) != nil || st.Nlink != 2 || !holds(unix.AT_FDCWD, dir+"/pids.max", "max") {
+		if unix.Stat(dir, &st) != nil || st.Nlink != 2 {
+			return false
+		}
+		var buf [32]byte
+		if b, ok := preadOrRead(c.twinMax, dir+"/pids.max", buf[:]); !ok || string(b) != "max\n" {
 			return false
 		}
 	}

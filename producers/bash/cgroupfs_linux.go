@@ -105,13 +105,32 @@ func preadOrRead(fd int, path string, buf []byte) ([]byte, bool) {
 }
 
 // keyedValue finds "key N" in a flat-keyed cgroup file.
+// It allocates nothing: a settle reads cgroup.events with it.
 func keyedValue(b []byte, key string) (int64, bool) {
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		k, v, ok := bytes.Cut(line, []byte(" "))
-		if ok && string(k) == key {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
-			return n, err == nil
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
 		}
+		k, v, ok := bytes.Cut(line, []byte(" "))
+		if !ok || string(k) != key {
+			continue
+		}
+		v = bytes.TrimSpace(v)
+		neg := len(v) > 0 && v[0] == '-'
+		if neg {
+			v = v[1:]
+		}
+		n, ok := atou(v)
+		if !ok || n > 1<<63-1 {
+			return 0, false
+		}
+		if neg {
+			return -int64(n), true
+		}
+		return int64(n), true
 	}
 	return 0, false
 }

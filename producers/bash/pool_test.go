@@ -303,3 +303,30 @@ func TestTheShellsStreamsAreDevNullAndOneBlockingPipe(t *testing.T) {
 		requireQuiet(t, p)
 	})
 }
+
+// keyedValue reads "key N" lines of a flat-keyed cgroup file (cgroup.events,
+// memory.events, pids.events, cpu.stat) without allocating.
+func TestKeyedValueReadsFlatKeyedFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, key string
+		want            int64
+		found           bool
+	}{
+		{"the first line", "populated 1\nfrozen 0\n", "populated", 1, true},
+		{"a later line", "populated 0\nfrozen 1\n", "frozen", 1, true},
+		{"no final newline", "max 7", "max", 7, true},
+		{"a key that is a prefix of another", "nr_periods 3\nnr_throttled 9\n", "nr_throttled", 9, true},
+		{"a missing key", "populated 0\n", "frozen", 0, false},
+		{"a negative value", "low -2\n", "low", -2, true},
+		{"a value that is not a number", "populated x\n", "populated", 0, false},
+		{"an empty file", "", "populated", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, found := keyedValue([]byte(tc.file), tc.key)
+			assert.Equal(t, tc.found, found)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	b := []byte("populated 0\nfrozen 0\n")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { keyedValue(b, "frozen") }), "allocations")
+}
