@@ -45,10 +45,9 @@ type cgroupTree struct {
 	name   string // taskrt-<pid>-<start>
 	lay    layout
 	log    *slog.Logger
-	fd     int // parent opened with O_PATH: task directories are made and opened relative to it
 
 	homeOnce sync.Once  // sets home, homeErr
-	home     *spawnHome // this process's v1 cgroups, for the spawning thread's return
+	home     *spawnHome // this process's v1 cgroups, where a spawning thread returns
 	homeErr  error
 
 	mu     sync.Mutex      // protects v2ctl and v1made
@@ -116,10 +115,6 @@ func openCgroupTree(root string, log *slog.Logger) (*cgroupTree, error) {
 			_ = os.Remove(t.parent)
 			return nil, fmt.Errorf("cannot move processes into cgroups under %s: %s: %w", root, f, err)
 		}
-	}
-	if t.fd, err = unix.Open(t.parent, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-		_ = os.Remove(t.parent)
-		return nil, fmt.Errorf("cannot open %s: %w", t.parent, err)
 	}
 	if trees.m == nil {
 		trees.m = map[string]*cgroupTree{}
@@ -222,12 +217,12 @@ func (t *cgroupTree) v2Enabled() []string {
 
 // mkdir makes the task directory name.
 func (t *cgroupTree) mkdir(name string) error {
-	return unix.Mkdirat(t.fd, name, 0o755)
+	return unix.Mkdir(filepath.Join(t.parent, name), 0o755)
 }
 
 // openDir opens the task directory name with O_PATH, for CLONE_INTO_CGROUP.
 func (t *cgroupTree) openDir(name string) (int, error) {
-	return unix.Openat(t.fd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return unix.Open(filepath.Join(t.parent, name), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 
 // v1Parent returns the per-process directory in ctl's v1 hierarchy, creating it the

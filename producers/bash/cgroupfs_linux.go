@@ -150,6 +150,17 @@ func readPids(path string) []int {
 	return pids
 }
 
+// writeCtl writes a cgroup control file with three system calls (writeFile's
+// os.OpenFile adds an fstat).
+func writeCtl(path, value string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = unix.Write(fd, []byte(value))
+	return errors.Join(err, unix.Close(fd))
+}
+
 // writeFile writes a cgroup control file.
 func writeFile(path, value string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)

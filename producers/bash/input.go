@@ -153,3 +153,41 @@ func (s *streams) closeOurs() {
 		_ = s.in.w.Close()
 	}
 }
+
+// nullStdin is /dev/null opened once per Producer, the standard input of every
+// StdinNone command (os/exec would open and close it at each start, seven system
+// calls). Close closes it, once no start is using it.
+type nullStdin struct {
+	mu     sync.RWMutex // read-held by a start from acquire until its spawn returned; write-held by close
+	once   sync.Once    // opens f
+	f      *os.File     // nil when /dev/null cannot be opened
+	closed bool
+}
+
+// acquire returns /dev/null for one start, or nil (os/exec then opens it), and
+// the release to call once the shell has started or failed to.
+func (n *nullStdin) acquire() (*os.File, func()) {
+	n.mu.RLock()
+	if n.closed {
+		n.mu.RUnlock()
+		return nil, func() {}
+	}
+	n.once.Do(func() {
+		if f, err := os.Open(os.DevNull); err == nil {
+			n.f = f
+		}
+	})
+	return n.f, n.mu.RUnlock
+}
+
+func (n *nullStdin) close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.closed = true
+	if n.f == nil {
+		return nil
+	}
+	err := n.f.Close()
+	n.f = nil
+	return err
+}

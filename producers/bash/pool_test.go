@@ -330,3 +330,32 @@ func TestKeyedValueReadsFlatKeyedFiles(t *testing.T) {
 	b := []byte("populated 0\nfrozen 0\n")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { keyedValue(b, "frozen") }), "allocations")
 }
+
+// Close releases every descriptor the producer keeps between tasks: its /dev/null
+// and its kept cgroups' (directory, cgroup.events, process count, the twin's
+// tasks and pids.max).
+func TestCloseReleasesEveryDescriptor(t *testing.T) {
+	openFDs := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(entries)
+	}
+	forEachMode(t, func(t *testing.T, mode Option) {
+		before := openFDs()
+		p := newTestProducer(t, mode)
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				h := startTask(t, p, Command{Command: "true"})
+				assert.Equal(t, "exit code: 0", h.awaitDone(t, settleLimit).Detail)
+				h.Release()
+			})
+		}
+		wg.Wait()
+		if p.Containment() == CgroupContainment {
+			assert.NotEmpty(t, pooledCgroups(p), "kept cgroups, with their descriptors")
+		}
+		require.NoError(t, p.Close())
+		assert.Equal(t, before, openFDs())
+	})
+}

@@ -75,16 +75,6 @@ func outputPipe() (r, w *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
 }
 
-// devNull is /dev/null opened once, for the standard input of StdinNone commands
-// (os/exec would open and close it per start); nil when it cannot be opened.
-var devNull = sync.OnceValue(func() *os.File {
-	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	return os.NewFile(uintptr(fd), os.DevNull)
-})
-
 // hasControllingTerminal reports whether this process has a controlling terminal.
 func hasControllingTerminal() bool {
 	p, ok := readStat(selfPid)

@@ -31,7 +31,6 @@ func terminalEOF(*os.File) byte                         { return ctrlD }
 func scriptFile(string) (*os.File, error)               { return nil, errors.ErrUnsupported }
 func hasControllingTerminal() bool                      { return false }
 func outputPipe() (*os.File, *os.File, error)           { return os.Pipe() }
-func devNull() *os.File                                 { return nil }
 func populated(string) int                              { return -1 }
 func growPipe(*os.File, int)                            {}
 func waitFor(string, time.Duration, func() bool) bool   { return true }

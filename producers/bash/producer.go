@@ -1,6 +1,7 @@
 package bash
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -63,6 +64,7 @@ type Producer struct {
 	detail   string      // what the mode is, or why it was not the other one
 	tree     *cgroupTree // cgroup mode: where the tasks' cgroups go
 	pool     *cgroupPool // cgroup mode: the empty cgroups kept for tasks without limits
+	null     nullStdin   // /dev/null for StdinNone commands
 	startErr error       // non-nil: every Start fails with it (forced cgroup mode without cgroups)
 	ctty     bool        // this process had a controlling terminal at New
 	sb       *sandboxState
@@ -128,16 +130,17 @@ func (p *Producer) chooseContainment() {
 }
 
 // Close removes the empty cgroups the producer keeps for its next tasks (cgroup
-// mode). A task still running keeps its cgroup until it settles, which then
+// mode) and closes the descriptors it keeps (theirs, and /dev/null's). A task still running keeps its cgroup until it settles, which then
 // removes it; tasks started after Close get a cgroup of their own each, removed
 // when they settle. Close does not stop running tasks (the runtime does, through
 // their Cancel hooks). Idempotent; an error names the cgroups that could not be
 // removed.
 func (p *Producer) Close() error {
-	if p.pool == nil {
-		return nil
+	err := p.null.close()
+	if p.pool != nil {
+		err = errors.Join(err, p.pool.close())
 	}
-	return p.pool.close()
+	return err
 }
 
 // Containment returns the containment mode of this Producer's tasks.

@@ -113,12 +113,11 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 }
 
 // spawnHome is where a spawning thread returns after a fork from inside a task's
-// v1 cgroups: this process's v1 cgroups, with their tasks files kept open, so that
-// entering and leaving cost one write each.
+// v1 cgroups: this process's v1 cgroups, read once per tree instead of the
+// thread's own /proc file at every spawn.
 type spawnHome struct {
 	lay  layout
 	dirs map[string]string // controller → this process's v1 directory
-	fds  map[string]int    // controller → its tasks file, open for writing
 }
 
 // spawnerHome returns this process's v1 cgroups, read once (from the main thread's
@@ -130,13 +129,7 @@ func (t *cgroupTree) spawnerHome() (*spawnHome, error) {
 			t.homeErr = err
 			return
 		}
-		h := &spawnHome{lay: t.lay, dirs: dirs, fds: map[string]int{}}
-		for ctl, dir := range dirs {
-			if fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
-				h.fds[ctl] = fd
-			}
-		}
-		t.home = h
+		t.home = &spawnHome{lay: t.lay, dirs: dirs}
 	})
 	return t.home, t.homeErr
 }
@@ -144,10 +137,8 @@ func (t *cgroupTree) spawnerHome() (*spawnHome, error) {
 // leave moves the calling thread back to this process's ctl cgroup; should the
 // process have moved meanwhile, to where it is now.
 func (h *spawnHome) leave(ctl string) error {
-	if fd, ok := h.fds[ctl]; ok {
-		if _, err := unix.Write(fd, []byte("0")); err == nil {
-			return nil
-		}
+	if writeCtl(filepath.Join(h.dirs[ctl], "tasks"), "0") == nil {
+		return nil
 	}
 	now, err := threadCgroups(h.lay, "/proc/self/cgroup")
 	if err != nil {
@@ -157,7 +148,7 @@ func (h *spawnHome) leave(ctl string) error {
 	if !ok {
 		return fmt.Errorf("this process's %s cgroup is unknown", ctl)
 	}
-	return writeFile(filepath.Join(dir, "tasks"), "0")
+	return writeCtl(filepath.Join(dir, "tasks"), "0")
 }
 
 // enter moves the calling thread into the task's ctl cgroup dir (v1).
@@ -166,7 +157,7 @@ func (c *taskCgroup) enter(ctl, dir string) error {
 		_, err := unix.Write(c.twinTasks, []byte("0"))
 		return err
 	}
-	return writeFile(filepath.Join(dir, "tasks"), "0")
+	return writeCtl(filepath.Join(dir, "tasks"), "0")
 }
 
 // threadCgroups returns the directories in the v1 hierarchies of lay that the

@@ -196,11 +196,16 @@ func (p *Producer) start(c Command) (*task, error) {
 	cmd := exec.Command(name, argv...)
 	cmd.Dir = c.Dir
 	cmd.Env = env
+	releaseNull := func() {}
 	if st.childIn != nil {
 		cmd.Stdin = st.childIn
-	} else if null := devNull(); null != nil {
-		cmd.Stdin = null // one descriptor for every task (a nil *os.File would be a broken one)
-	} // else os/exec opens /dev/null
+	} else {
+		var null *os.File
+		null, releaseNull = p.null.acquire()
+		if null != nil {
+			cmd.Stdin = null // the producer's one descriptor (a nil *os.File would be a broken one)
+		} // else os/exec opens /dev/null
+	}
 	cmd.Stdout = st.childOut // one pipe (or the terminal) for both: output merged in arrival order
 	cmd.Stderr = st.childOut
 	if script != nil {
@@ -220,6 +225,7 @@ func (p *Producer) start(c Command) (*task, error) {
 	// In a sandbox the shell takes its terminal as its controlling terminal itself
 	// (setsid --ctty), so that bwrap, the leader, has none (see sandboxPlan.command).
 	err = spawn(cmd, cg, cg == nil || p.ctty || tty, tty && sb == nil)
+	releaseNull()
 	if sj != nil {
 		sj.started(err == nil, log)
 	}

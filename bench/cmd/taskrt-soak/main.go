@@ -295,6 +295,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	if err := h.children.Close(closeCtx, "runtime closed"); err != nil {
 		rep.problems = append(rep.problems, fmt.Sprintf("sub-agent runs: %v", err))
 	}
+	if err := h.bash.Close(); err != nil { // the cgroups and descriptors it keeps between tasks
+		rep.problems = append(rep.problems, fmt.Sprintf("bash producer: %v", err))
+	}
 	h.procs.stop()
 
 	// 3. Nothing may be left.
