@@ -34,12 +34,7 @@ type taskCgroup struct {
 	limits  Limits
 	log     *slog.Logger
 
-	// Descriptors kept open while the cgroup exists, so that a settle reads with one
-	// pread each: cgroup.events and the counter (-1: not open).
-	events, countFD int
-	twinTasks       int    // the tasks file of the v1 pids directory that counts the task, open for writing; -1: none
-	twinMax         int    // that directory's pids.max, open for reading; -1: none
-	line            string // the cgroup as /proc/PID/cgroup names it, with the line's end (see reaper)
+	line string // the cgroup as /proc/PID/cgroup names it, with the line's end (see reaper)
 
 	pool   *cgroupPool // the pool the cgroup goes back to at release; nil: removed then
 	proven bool        // the task's settle found nothing of it left (see cgroupPool)
@@ -52,7 +47,7 @@ type taskCgroup struct {
 // hierarchy (whose directory the spawning thread enters for the fork, see spawn);
 // a limit with neither is an ErrLimitsUnavailable error.
 func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *taskCgroup, err error) {
-	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, events: -1, countFD: -1, twinTasks: -1, twinMax: -1, v1: map[string]string{}, limits: lim, log: log}
+	c := &taskCgroup{tree: t, dir: filepath.Join(t.parent, name), fd: -1, v1: map[string]string{}, limits: lim, log: log}
 	if err := t.mkdir(name); err != nil {
 		return nil, fmt.Errorf("bash: creating the task's cgroup: %w", err)
 	}
@@ -66,9 +61,6 @@ func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *task
 		return nil, fmt.Errorf("bash: opening the task's cgroup: %w", err)
 	}
 	c.fd = fd
-	if c.events, err = unix.Openat(fd, "cgroup.events", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-		return nil, fmt.Errorf("bash: opening the task's cgroup.events: %w", err)
-	}
 	c.line = t.cgroupLine(c.dir) + "\n"
 	type setting struct{ file, value string }
 	apply := func(ctl, what string, v2 []setting, v1 []setting) error {
@@ -130,11 +122,6 @@ func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *task
 	case receivesOrphans():
 		c.count(name)
 	}
-	if c.counter != "" {
-		if c.countFD, err = unix.Open(c.counter, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
-			return nil, fmt.Errorf("bash: opening the task's process count: %w", err)
-		}
-	}
 	return c, nil
 }
 
@@ -161,12 +148,6 @@ func (c *taskCgroup) count(name string) {
 	}
 	c.v1["pids"] = dir
 	c.counter = filepath.Join(dir, "pids.current")
-	if fd, err := unix.Open(filepath.Join(dir, "tasks"), unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
-		c.twinTasks = fd
-	}
-	if fd, err := unix.Open(filepath.Join(dir, "pids.max"), unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-		c.twinMax = fd
-	}
 }
 
 // countsTasks reports whether the tasks of this tree get a process count (see
@@ -195,7 +176,7 @@ func (c *taskCgroup) onlyTheLeaderIsLeft() bool {
 // processCount reads the task's process count.
 func (c *taskCgroup) processCount() (int, bool) {
 	var buf [32]byte
-	b, ok := preadOrRead(c.countFD, c.counter, buf[:])
+	b, ok := readAt(unix.AT_FDCWD, c.counter, buf[:])
 	if !ok {
 		return 0, false
 	}
@@ -207,7 +188,7 @@ func (c *taskCgroup) processCount() (int, bool) {
 // lives in the cgroup, 0 after; -1 when it cannot be read.
 func (c *taskCgroup) populated() int {
 	var buf [128]byte
-	b, ok := preadOrRead(c.events, c.dir+"/cgroup.events", buf[:])
+	b, ok := readAt(unix.AT_FDCWD, c.dir+"/cgroup.events", buf[:])
 	if !ok {
 		return -1
 	}
@@ -241,12 +222,11 @@ func (c *taskCgroup) afterSpawn() error {
 }
 
 // closeFD closes the descriptor of the cgroup's directory once the leader is in
-// it, unless the cgroup is pooled: the next task is spawned through the same one.
-func (c *taskCgroup) closeFD() {
-	if c.pool == nil {
-		closeFD(&c.fd)
-	}
-}
+// it. A running task holds no descriptor of its cgroups: every descriptor of this
+// process is copied and then closed by each later spawn (about 0.2 µs a
+// descriptor a spawn), so one per running task would make a burst of starts cost
+// O(n²). The pool opens it again for the next task.
+func (c *taskCgroup) closeFD() { closeFD(&c.fd) }
 
 func closeFD(fd *int) {
 	if *fd >= 0 {
@@ -382,10 +362,6 @@ func (c *taskCgroup) release() error {
 // remove closes the cgroup's descriptors and removes its directories.
 func (c *taskCgroup) remove() error {
 	closeFD(&c.fd)
-	closeFD(&c.events)
-	closeFD(&c.countFD)
-	closeFD(&c.twinTasks)
-	closeFD(&c.twinMax)
 	errs := []error{removeTree(c.dir)}
 	for _, dir := range c.v1 {
 		errs = append(errs, removeTree(dir))
@@ -408,7 +384,7 @@ func (c *taskCgroup) remove() error {
 // producer (killed) and a task that killed its own cgroup while its leader lived
 // (the leader then died of SIGKILL: not proven).
 func (c *taskCgroup) reusable() bool {
-	if !c.proven || c.killed || c.fd < 0 || c.limits.any() {
+	if !c.proven || c.killed || c.limits.any() {
 		return false
 	}
 	for ctl := range c.v1 {
@@ -417,7 +393,7 @@ func (c *taskCgroup) reusable() bool {
 		}
 	}
 	var buf [128]byte
-	b, ok := preadOrRead(c.events, "", buf[:])
+	b, ok := readAt(unix.AT_FDCWD, c.dir+"/cgroup.events", buf[:])
 	if !ok {
 		return false
 	}
@@ -428,7 +404,7 @@ func (c *taskCgroup) reusable() bool {
 		return false
 	}
 	var st unix.Stat_t
-	if unix.Fstat(c.fd, &st) != nil || st.Nlink != 2 { // a kernfs directory links 2 + its subdirectories
+	if unix.Stat(c.dir, &st) != nil || st.Nlink != 2 { // a kernfs directory links 2 + its subdirectories
 		return false
 	}
 	if c.counter != "" {
@@ -437,16 +413,12 @@ func (c *taskCgroup) reusable() bool {
 		}
 	}
 	if dir, ok := c.v1["pids"]; ok {
-		if unix.Stat(dir, &st) != nil || st.Nlink != 2 {
-			return false
-		}
-		var buf [32]byte
-		if b, ok := preadOrRead(c.twinMax, dir+"/pids.max", buf[:]); !ok || string(b) != "max\n" {
+		if unix.Stat(dir, &st) != nil || st.Nlink != 2 || !holds(unix.AT_FDCWD, dir+"/pids.max", "max") {
 			return false
 		}
 	}
 	for _, ctl := range c.tree.v2Enabled() {
-		if ctl != "pids" || !holds(c.fd, "pids.max", "max") || !holds(c.fd, "cgroup.subtree_control", "") {
+		if ctl != "pids" || !holds(unix.AT_FDCWD, c.dir+"/pids.max", "max") || !holds(unix.AT_FDCWD, c.dir+"/cgroup.subtree_control", "") {
 			return false
 		}
 	}

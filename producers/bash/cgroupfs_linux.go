@@ -91,19 +91,6 @@ func populated(dir string) int {
 	return int(v)
 }
 
-// preadOrRead reads a small control file through fd, kept open, from its start;
-// or, with fd < 0, opens path for the read.
-func preadOrRead(fd int, path string, buf []byte) ([]byte, bool) {
-	if fd < 0 {
-		return readAt(unix.AT_FDCWD, path, buf)
-	}
-	n, err := unix.Pread(fd, buf, 0)
-	if err != nil || n <= 0 {
-		return nil, false
-	}
-	return buf[:n], true
-}
-
 // keyedValue finds "key N" in a flat-keyed cgroup file.
 // It allocates nothing: a settle reads cgroup.events with it.
 func keyedValue(b []byte, key string) (int64, bool) {

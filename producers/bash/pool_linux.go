@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -17,6 +18,9 @@ import (
 // added to a start. A producer therefore keeps the cgroups of its settled tasks
 // without limits, empty, and hands them to its next tasks without limits:
 //
+//   - a cgroup holds no descriptor while its task runs or while it is kept (every
+//     descriptor of this process is copied and closed by each later spawn): the
+//     next task opens it again for CLONE_INTO_CGROUP;
 //   - a cgroup goes back to the pool only once its task settled with nothing left
 //     (the settle found no live process after cgroup.kill and no unreaped zombie:
 //     see taskCgroup.proven), its leader is reaped, and it is still as a new one
@@ -66,7 +70,12 @@ func (p *cgroupPool) get(log *slog.Logger) (*taskCgroup, error) {
 			pools.remove(p)
 		}
 		p.mu.Unlock()
-		c.log, c.proven = log, false
+		fd, err := p.tree.openDir(filepath.Base(c.dir))
+		if err != nil { // gone: make another
+			_ = c.remove()
+			return p.get(log)
+		}
+		c.fd, c.log, c.proven = fd, log, false
 		return c, nil
 	}
 	p.next++
@@ -86,6 +95,7 @@ func (p *cgroupPool) get(log *slog.Logger) (*taskCgroup, error) {
 // put parks c, which its task released, or removes it: when the pool is closed or
 // full, or when c is not as a new cgroup would be (see reusable).
 func (p *cgroupPool) put(c *taskCgroup) error {
+	c.closeFD() // already closed once the leader was spawned
 	if !c.reusable() {
 		return c.remove()
 	}

@@ -359,3 +359,32 @@ func TestCloseReleasesEveryDescriptor(t *testing.T) {
 		assert.Equal(t, before, openFDs())
 	})
 }
+
+// A running task holds no descriptor of its cgroups, and neither does a kept
+// cgroup: every descriptor of this process is copied and closed by each later
+// spawn, so descriptors per task would make a burst of starts cost O(n²).
+func TestNoDescriptorOfATaskCgroupIsHeld(t *testing.T) {
+	requireCgroups(t)
+	p := newTestProducer(t, WithContainment(CgroupContainment))
+	t.Cleanup(func() { assert.NoError(t, p.Close()) })
+	heldUnder := func() []string {
+		entries, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		var held []string
+		for _, e := range entries {
+			target, err := os.Readlink("/proc/self/fd/" + e.Name())
+			if err == nil && strings.Contains(target, "/"+p.tree.name+"/") {
+				held = append(held, target)
+			}
+		}
+		return held
+	}
+	for round := range 2 { // a new cgroup, then a kept one
+		h := startTask(t, p, Command{Command: "read -r _", Stdin: StdinPipe})
+		assert.Empty(t, heldUnder(), "round %d, while the task runs", round)
+		require.NoError(t, h.Input(nil, true))
+		assert.Equal(t, "exit code: 1", h.awaitDone(t, settleLimit).Detail)
+		assert.Len(t, pooledCgroups(p), 1)
+		assert.Empty(t, heldUnder(), "round %d, while its cgroup is kept", round)
+	}
+}

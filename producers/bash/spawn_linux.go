@@ -152,11 +152,7 @@ func (h *spawnHome) leave(ctl string) error {
 }
 
 // enter moves the calling thread into the task's ctl cgroup dir (v1).
-func (c *taskCgroup) enter(ctl, dir string) error {
-	if ctl == "pids" && c.twinTasks >= 0 {
-		_, err := unix.Write(c.twinTasks, []byte("0"))
-		return err
-	}
+func (c *taskCgroup) enter(_, dir string) error {
 	return writeCtl(filepath.Join(dir, "tasks"), "0")
 }
 
