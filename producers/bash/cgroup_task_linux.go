@@ -39,6 +39,8 @@ type taskCgroup struct {
 	pool   *cgroupPool // the pool the cgroup goes back to at release; nil: removed then
 	proven bool        // the task's settle found nothing of it left (see cgroupPool)
 	killed bool        // cgroup.kill was written (see reusable)
+	quiet  bool        // the settle read "populated 0" and "frozen 0" at once (no kill needed)
+	alone  bool        // the settle's process count said the leader was all that was left
 	parked time.Time   // when the pool parked it
 }
 
@@ -187,16 +189,35 @@ func (c *taskCgroup) processCount() (int, bool) {
 // populated reads "populated" from the task's cgroup.events: 1 while a process
 // lives in the cgroup, 0 after; -1 when it cannot be read.
 func (c *taskCgroup) populated() int {
+	p, _ := c.state()
+	return p
+}
+
+// look reads cgroup.events at the start of a settle: it returns "populated" and
+// records whether the cgroup was quiet, not populated and not frozen.
+func (c *taskCgroup) look() int {
+	populated, frozen := c.state()
+	c.quiet, c.alone = populated == 0 && frozen == 0, false
+	return populated
+}
+
+// state reads "populated" and "frozen" from the task's cgroup.events in one read;
+// -1 for what cannot be read (frozen: 0 on a kernel without it).
+func (c *taskCgroup) state() (populated, frozen int) {
 	var buf [128]byte
 	b, ok := readAt(unix.AT_FDCWD, c.dir+"/cgroup.events", buf[:])
 	if !ok {
-		return -1
+		return -1, -1
 	}
-	v, ok := keyedValue(b, "populated")
+	p, ok := keyedValue(b, "populated")
 	if !ok {
-		return -1
+		return -1, -1
 	}
-	return int(v)
+	f, ok := keyedValue(b, "frozen")
+	if !ok {
+		f = 0
+	}
+	return int(p), int(f)
 }
 
 // lowerAfterSpawn is run by the spawning thread right after the fork, before it
@@ -283,7 +304,7 @@ func (c *taskCgroup) kill(int) error {
 func (c *taskCgroup) settle(leader int) (int, error) {
 	leftovers := 0
 	var err error
-	if c.populated() == 1 {
+	if c.look() == 1 {
 		leftovers = len(readPids(c.dir + "/cgroup.procs"))
 		if err = c.kill(leader); err == nil {
 			if !waitFor(c.dir+"/cgroup.events", sweepTimeout, func() bool { return c.populated() != 1 }) {
@@ -296,6 +317,7 @@ func (c *taskCgroup) settle(leader int) (int, error) {
 	}
 	if receivesOrphans() {
 		if c.onlyTheLeaderIsLeft() {
+			c.alone = true
 			reaps.spared.Add(1)
 		} else {
 			err = errors.Join(err, reaps.run(c.line))
@@ -371,9 +393,10 @@ func (c *taskCgroup) remove() error {
 
 // reusable reports whether the cgroup, released by its task, is as a new one
 // would be, so that the pool may give it to another task: its task settled with
-// nothing left (proven), nothing lives in it ("populated 0") and it is not frozen
-// ("frozen 0"), it has no nested cgroup, its process count is 0 (the leader is
-// reaped), and its limit files hold their defaults. A task may write its own
+// nothing left (proven), nothing lived in it at the settle ("populated 0", so no
+// kill was needed) and it was not frozen ("frozen 0"), it has no nested cgroup,
+// its process count is 0 (the leader is reaped), and its limit files hold their
+// defaults. A task may write its own
 // cgroup's files (freeze it, set a limit, enable a controller for nested
 // cgroups, make nested cgroups): a cgroup whose task did is removed instead.
 //
@@ -392,22 +415,16 @@ func (c *taskCgroup) reusable() bool {
 			return false
 		}
 	}
-	var buf [128]byte
-	b, ok := readAt(unix.AT_FDCWD, c.dir+"/cgroup.events", buf[:])
-	if !ok {
-		return false
-	}
-	if v, ok := keyedValue(b, "populated"); !ok || v != 0 {
-		return false
-	}
-	if v, ok := keyedValue(b, "frozen"); ok && v != 0 {
+	// What the settle read: nothing lived in it and it was not frozen, then the
+	// leader was reaped (nothing of the task is left to change that).
+	if !c.quiet {
 		return false
 	}
 	var st unix.Stat_t
 	if unix.Stat(c.dir, &st) != nil || st.Nlink != 2 { // a kernfs directory links 2 + its subdirectories
 		return false
 	}
-	if c.counter != "" {
+	if c.counter != "" && !c.alone { // the reaper reaped orphans: all gone?
 		if n, ok := c.processCount(); !ok || n != 0 {
 			return false
 		}

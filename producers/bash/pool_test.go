@@ -153,7 +153,10 @@ func TestCgroupPool(t *testing.T) {
 			name   string
 			change func(c *taskCgroup)
 		}{
-			{"frozen", func(c *taskCgroup) { require.NoError(t, writeFile(c.dir+"/cgroup.freeze", "1")) }},
+			{"frozen", func(c *taskCgroup) {
+				require.NoError(t, writeFile(c.dir+"/cgroup.freeze", "1"))
+				require.Equal(t, 0, c.look()) // as a settle does
+			}},
 			{"its settle failed", func(c *taskCgroup) { c.proven = false }},
 			{"it was killed", func(c *taskCgroup) { c.killed = true }},
 		} {
@@ -161,7 +164,8 @@ func TestCgroupPool(t *testing.T) {
 				p := newPoolProducer(t)
 				c, err := p.pool.get(p.cfg.logger)
 				require.NoError(t, err)
-				c.proven = true // as after a settle that found nothing left
+				require.Equal(t, 0, c.look()) // as a settle that found nothing left
+				c.proven = true
 				tc.change(c)
 				require.NoError(t, c.release())
 				assert.NoDirExists(t, c.dir)
@@ -172,6 +176,7 @@ func TestCgroupPool(t *testing.T) {
 			p := newPoolProducer(t)
 			c, err := p.pool.get(p.cfg.logger)
 			require.NoError(t, err)
+			require.Equal(t, 0, c.look())
 			c.proven = true
 			require.NoError(t, c.release())
 			assert.Equal(t, []string{c.dir}, pooledCgroups(p))
