@@ -22,12 +22,13 @@ import (
 //     descriptor of this process is copied and closed by each later spawn): the
 //     next task opens it again for CLONE_INTO_CGROUP;
 //   - a cgroup goes back to the pool only once its task settled with nothing left
-//     (the settle found no live process after cgroup.kill and no unreaped zombie:
-//     see taskCgroup.proven), its leader is reaped, and it is still as a new one
-//     would be: "populated 0" and "frozen 0" in cgroup.events, no nested cgroup,
-//     no process counted in its pids count, and every limit file at its default
-//     value (a task may write its own cgroup's files: one that did is removed, not
-//     reused);
+//     (nothing lived in it when the leader had exited, "populated 0" and "frozen
+//     0", and no zombie of the task was left: see taskCgroup.proven), its leader
+//     is reaped, and it is still as a new one would be: no nested cgroup, no
+//     process counted in its pids count, every limit file at its default value (a
+//     task may write its own cgroup's files: one that did is removed, not reused);
+//   - a cgroup that was killed through cgroup.kill is never reused (see
+//     taskCgroup.reusable: Linux then kills whatever is forked into it);
 //   - a task with limits never gets a pooled cgroup: its cgroups are made for it
 //     and removed when it settles, so no limit can pass from one task to another;
 //   - at most poolMax empty cgroups are kept; one unused for poolIdle is removed,
