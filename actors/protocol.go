@@ -271,6 +271,11 @@ type outcomeMsg struct {
 	ok      bool // false: Done was closed without a value
 }
 
+// reported: the registry answered a wait or a kill on the settled task from its
+// index and marked it reported there (registry → task); the task marks its own
+// snapshot, without telling the registry back.
+type reported struct{}
+
 // cancelResult: a Cancel call returned (cancel goroutine → task).
 type cancelResult struct {
 	err    error
@@ -392,6 +397,7 @@ func (*stopAgent) isAgentMsg()        {}
 func (*teardown) isTaskMsg()          {}
 func (*abandonWait) isTaskMsg()       {}
 func (*outcomeMsg) isTaskMsg()        {}
+func (*reported) isTaskMsg()          {}
 func (*cancelResult) isTaskMsg()      {}
 func (*settleTimeout) isTaskMsg()     {}
 func (*waitTimeout) isTaskMsg()       {}

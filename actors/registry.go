@@ -199,7 +199,9 @@ func (r *registry) receive(ctx actor.Context) {
 			ctx.Respond(&messages.ReadReply{Err: notFound(m.ID)})
 		}
 	case *messages.KillTask:
-		if !r.route(ctx, m.ID, m.Caller) {
+		switch {
+		case r.answerSettled(ctx, m.ID, m.Caller):
+		case !r.route(ctx, m.ID, m.Caller):
 			ctx.Respond(&messages.KillReply{Err: notFound(m.ID)})
 		}
 	case *messages.ReadUntil:
@@ -225,6 +227,7 @@ func (r *registry) receive(ctx actor.Context) {
 		switch {
 		case m.Timeout <= 0:
 			ctx.Respond(&messages.WaitReply{ID: m.ID, Err: invalidWaitTimeout(m.Timeout)})
+		case r.answerSettled(ctx, m.ID, m.Caller):
 		case !r.route(ctx, m.ID, m.Caller):
 			ctx.Respond(&messages.WaitReply{ID: m.ID, Err: notFound(m.ID)})
 		}
@@ -542,6 +545,33 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 	case *messages.InputTask:
 		ctx.Respond(&messages.InputReply{Snapshot: e.snap,
 			Err: fmt.Errorf("%w: %s is %s", messages.ErrTaskEnded, e.snap.ID, e.snap.Status)})
+	}
+	return true
+}
+
+// answerSettled answers a wait or a kill on a settled task that still has its actor
+// from the index, the way the task actor would (the terminal snapshot; already
+// terminal) and without the hop to it: the registry's snapshot of a settled task is
+// the task's own (taskSettled came before), but for Reported, which the registry sets
+// here and tells the task (reported), so that the task's later replies show it. The
+// answer shows the model the task's end, so the task is reported before it is
+// answered: a completion notice claimed after this answer is suppressed. It reports
+// false when the request is not one it answers (unknown, fenced, live, tombstone:
+// route has those rules).
+func (r *registry) answerSettled(ctx actor.Context, id messages.TaskID, caller messages.AgentID) bool {
+	e, ok := r.tasks[id]
+	if !ok || e.pid == nil || !e.snap.Status.Terminal() || !r.visible(e.snap.Owner, caller) {
+		return false
+	}
+	if !e.snap.Reported {
+		e.snap.Reported = true
+		tellTask(ctx, e.pid, &reported{})
+	}
+	switch ctx.Message().(type) {
+	case *messages.WaitTask:
+		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
+	case *messages.KillTask:
+		ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
 	}
 	return true
 }

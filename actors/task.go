@@ -158,6 +158,8 @@ func (t *task) receive(ctx actor.Context) {
 		}
 	case *outcomeMsg:
 		t.outcome(ctx, m)
+	case *reported:
+		t.markReported() // the registry knows: it answered the wait or kill
 	case *messages.ReadTask:
 		t.read(ctx)
 	case *messages.KillTask:
