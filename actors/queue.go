@@ -328,7 +328,7 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 	t.snap.Started = time.Now()
 	tellRegistry(ctx, t.rt, &taskChanged{snap: t.snap})
 	t.watchOutput()
-	t.watchDone()
+	t.watchDone(ctx)
 	for _, k := range q.kills {
 		t.kills = append(t.kills, k.sender)
 		t.cancelAsync(k.reason, k.sender)

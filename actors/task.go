@@ -145,16 +145,18 @@ func (t *task) receive(ctx actor.Context) {
 		t.rt.nActors.Add(1)
 		t.self = ctx.Self()
 		tellRegistry(ctx, t.rt, &taskSpawned{snap: t.snap, pid: t.self})
-		if t.starter != nil {
-			ctx.Send(t.starter, &startReply{id: t.snap.ID})
-			t.starter = nil
-		}
 		// Output first: output written before now is announced with a message to
 		// self, which must reach the mailbox before any outcome the Done watcher
 		// forwards, so that a task's output event never follows its settlement.
 		if t.phase != phaseQueued { // a queued task watches once it runs (queue.go)
 			t.watchOutput()
-			t.watchDone()
+			t.watchDone(ctx)
+		}
+		// The starter last: a task whose work was done within Run has settled by
+		// now (watchDone), so the settlement is indexed before the id is known.
+		if t.starter != nil {
+			ctx.Send(t.starter, &startReply{id: t.snap.ID})
+			t.starter = nil
 		}
 	case *outcomeMsg:
 		t.outcome(ctx, m)
@@ -327,13 +329,20 @@ func (t *task) outcome(ctx actor.Context, m *outcomeMsg) {
 
 // watchDone waits for the producer's Done off the mailbox and sends the outcome home.
 // An outcome that is there already (work done within Run) is taken at once, without
-// a watcher goroutine; it still goes home as a message, after whatever watchOutput
-// sent, so that output is announced before the settlement either way.
-func (t *task) watchDone() {
+// a watcher goroutine: it settles the task on the spot when no output announcement
+// is on its way to the mailbox (grew unset: nothing written before now needs an
+// event, or no one subscribes), and otherwise goes home as a message, after what
+// watchOutput sent, so that output is announced before the settlement either way.
+// Called on the mailbox, after watchOutput.
+func (t *task) watchDone(ctx actor.Context) {
 	done, self, rt := t.hooks.Done, t.self, t.rt
 	select {
 	case o, ok := <-done:
-		tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
+		if t.grew.Load() {
+			tellTask(ctx, self, &outcomeMsg{outcome: o, ok: ok})
+			return
+		}
+		t.outcome(ctx, &outcomeMsg{outcome: o, ok: ok})
 		return
 	default:
 	}
