@@ -44,6 +44,7 @@ type agent struct {
 	// pill is dropped unanswered.
 	awaiting map[string]struct{}
 	stopping bool // stopAgent arrived: stop once no task actor is left
+	spawner  *taskSpawner
 }
 
 type cleanupEntry struct {
@@ -112,7 +113,10 @@ func (a *agent) receive(ctx actor.Context) {
 		a.rt.nActors.Add(1)
 	case *spawnTask:
 		// Never after stopAgent: the registry stops routing to an agent it stopped.
-		if _, err := ctx.SpawnNamed(newTaskProps(a.rt, m.snap, m.hooks, m.run, m.starter), string(m.snap.ID)); err != nil {
+		if a.spawner == nil {
+			a.spawner = newTaskSpawner(a.rt)
+		}
+		if _, err := a.spawner.spawn(ctx, a.rt, m.snap, m.hooks, m.run, m.starter); err != nil {
 			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.snap.ID, "err", err)
 			ctx.Send(m.starter, &startReply{err: fmt.Errorf("spawn task actor: %w", err)})
 		}

@@ -66,6 +66,8 @@ type registry struct {
 	overdue map[messages.AgentID]*time.Timer // armed start-overdue timers, by owner ("" = close)
 
 	subscribers map[*subscriber]struct{} // event subscriptions (Runtime.Subscribe)
+
+	spawner *taskSpawner // spawns the unowned task actors; nil until the first
 }
 
 type runtimePhase int

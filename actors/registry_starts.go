@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,9 @@ func (r *registry) reserve(m *reserveStart, sender *actor.PID) *reserveReply {
 	if len(r.surfaces) == 0 {
 		return fail(messages.ErrNoSurface)
 	}
-	if !messages.KindPattern().MatchString(m.kind) {
+	// A kind that committed before is valid (counters has only such kinds): the
+	// pattern runs once per kind, not once per start.
+	if _, known := r.counters[m.kind]; !known && !messages.KindPattern().MatchString(m.kind) {
 		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.kind, messages.KindPattern()))
 	}
 	if strings.TrimSpace(m.label) == "" {
@@ -78,7 +81,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	delete(r.starts, m.token)
 	r.counters[res.kind]++
 	snap := messages.Snapshot{
-		ID:      messages.TaskID(fmt.Sprintf("%s-%d", res.kind, r.counters[res.kind])),
+		ID:      messages.TaskID(res.kind + "-" + strconv.Itoa(r.counters[res.kind])),
 		Kind:    res.kind,
 		Label:   res.label,
 		Owner:   res.owner,
@@ -96,7 +99,10 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	// pending until taskSpawned, so a disposal of the owner waits for it and the
 	// agent actor is never asked to spawn once it began its teardown.
 	if res.owner == "" {
-		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.hooks, m.run, ctx.Sender()), string(snap.ID)); err != nil {
+		if r.spawner == nil {
+			r.spawner = newTaskSpawner(r.rt)
+		}
+		if _, err := r.spawner.spawn(ctx, r.rt, snap, m.hooks, m.run, ctx.Sender()); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
 		}
 		return

@@ -111,16 +111,38 @@ const (
 	settleTimedOut
 )
 
-// newTaskProps makes a task actor; a queued task (run set) starts in phaseQueued
-// and calls run when the registry hands it a slot (queue.go).
-func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
-		if run != nil {
-			t.phase, t.queue = phaseQueued, &queuedStart{run: run}
-		}
+// taskSpawner spawns the task actors of one spawning actor (the registry for unowned
+// tasks, an agent actor for its own) from one Props made once: the actor to start is
+// handed to the Props' producer through next, which protoactor calls synchronously
+// inside SpawnNamed, on the spawning actor's goroutine. A task actor is never
+// restarted (its parent's supervisor stops it), so the producer runs once per spawn.
+// It saves the Props and closures a Props per task cost (four allocations a start).
+type taskSpawner struct {
+	props *actor.Props
+	next  *task
+}
+
+func newTaskSpawner(rt *Runtime) *taskSpawner {
+	s := &taskSpawner{}
+	s.props = actor.PropsFromProducer(func() actor.Actor {
+		t := s.next
+		s.next = nil
 		return t
 	}, actor.WithDispatcher(rt.pool))
+	return s
+}
+
+// spawn spawns a task actor as ctx's child named after the task; a queued task (run
+// set) starts in phaseQueued and calls run when the registry hands it a slot
+// (queue.go).
+func (s *taskSpawner) spawn(ctx actor.Context, rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) (*actor.PID, error) {
+	t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
+	if run != nil {
+		t.phase, t.queue = phaseQueued, &queuedStart{run: run}
+	}
+	s.next = t
+	defer func() { s.next = nil }()
+	return ctx.SpawnNamed(s.props, string(snap.ID))
 }
 
 func (t *task) Receive(ctx actor.Context) {
