@@ -54,7 +54,7 @@ type cleanupEntry struct {
 
 func newAgentProps(rt *Runtime, id messages.AgentID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &agent{rt: rt, id: id} },
-		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool))
+		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
 }
 
 func (a *agent) Receive(ctx actor.Context) {

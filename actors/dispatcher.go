@@ -2,7 +2,6 @@ package actors
 
 import (
 	"sync"
-	"time"
 )
 
 // pool is the protoactor Dispatcher of the runtime's actors. protoactor's default
@@ -16,12 +15,14 @@ import (
 // A fallback goroutine, once its batch is done, stays on as a worker (up to
 // maxWorkers in all), so that a load that keeps more mailboxes scheduled at once than
 // there are workers stops paying for new goroutines and their stack growth (a tenth
-// of a lifecycle's CPU at 8 starters on 2 cores). Such an extra worker leaves after
-// extraIdle without work; the first workers stay until close.
+// of a lifecycle's CPU at 8 starters on 2 cores). Workers stay until close; an idle
+// one costs its parked goroutine (the GC shrinks its stack). They wait on the work
+// channel alone: a per-batch idle timer (to let extra workers leave) cost more than
+// the goroutines it would have saved (a select and a timer reset per batch, 8 % of
+// the lifecycle's CPU).
 type pool struct {
 	work       chan func() // unbuffered: a send succeeds only when a worker is idle
 	throughput int
-	base       int // workers that never leave before close
 
 	mu      sync.RWMutex // protects closed and workers against concurrent Schedule
 	closed  bool
@@ -29,15 +30,12 @@ type pool struct {
 	wg      sync.WaitGroup // the workers
 }
 
-// maxWorkers bounds a pool's workers, base and extra; past it, a batch that finds no
-// idle worker runs on a goroutine that ends with it.
-const maxWorkers = 64
-
-// extraIdle is how long an extra worker waits for work before it leaves.
-const extraIdle = time.Second
+// maxWorkers bounds a pool's workers; past it, a batch that finds no idle worker
+// runs on a goroutine that ends with it.
+const maxWorkers = 32
 
 func newPool(workers, throughput int) *pool {
-	p := &pool{work: make(chan func()), throughput: throughput, base: workers, workers: workers}
+	p := &pool{work: make(chan func()), throughput: throughput, workers: workers}
 	p.wg.Add(workers)
 	for range workers {
 		go func() {
@@ -65,9 +63,9 @@ func (p *pool) Schedule(fn func()) {
 	go p.fallback(fn)
 }
 
-// fallback runs fn, then serves as an extra worker while the pool has room for one.
-// It counts in wg (close waits for it) only from then on, as a base worker does
-// outside its batches.
+// fallback runs fn, then serves as a worker while the pool has room for one. It
+// counts in wg (close waits for it) only from then on, as a worker does outside its
+// batches.
 func (p *pool) fallback(fn func()) {
 	fn()
 	p.mu.Lock()
@@ -79,29 +77,9 @@ func (p *pool) fallback(fn func()) {
 	p.wg.Add(1)
 	p.mu.Unlock()
 	defer p.wg.Done()
-	idle := time.NewTimer(extraIdle)
-	defer idle.Stop()
-	for {
-		select {
-		case fn, ok := <-p.work:
-			if !ok {
-				p.left()
-				return
-			}
-			fn()
-			idle.Reset(extraIdle)
-		case <-idle.C:
-			p.left()
-			return
-		}
+	for fn := range p.work {
+		fn()
 	}
-}
-
-// left accounts for an extra worker that leaves.
-func (p *pool) left() {
-	p.mu.Lock()
-	p.workers--
-	p.mu.Unlock()
 }
 
 // size is the number of live workers (for tests).

@@ -128,7 +128,7 @@ func newTaskSpawner(rt *Runtime) *taskSpawner {
 		t := s.next
 		s.next = nil
 		return t
-	}, actor.WithDispatcher(rt.pool))
+	}, actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
 	return s
 }
 
