@@ -43,6 +43,8 @@ const (
 // newMailbox is the runtime actors' actor.MailboxProducer.
 func newMailbox() actor.Mailbox {
 	m := &mailbox{}
+	m.system.items = m.system.inline[:0]
+	m.user.items = m.user.inline[:0]
 	m.run = m.processMessages
 	return m
 }
@@ -152,10 +154,13 @@ func (m *mailbox) batch() {
 
 // fifo is a queue on a slice: popped slots are cleared, the slice is reused once
 // drained and compacted when most of it is popped, and a large one is dropped once
-// drained, so that a burst does not pin its memory.
+// drained, so that a burst does not pin its memory. Its first slots are inline (a
+// task actor's mailbox rarely holds more than two messages at once), so that a new
+// mailbox allocates nothing for its first messages.
 type fifo struct {
-	items []any
-	head  int
+	items  []any
+	head   int
+	inline [2]any
 }
 
 func (q *fifo) len() int { return len(q.items) - q.head }
@@ -178,7 +183,7 @@ func (q *fifo) pop() (any, bool) {
 	q.head++
 	if q.head == len(q.items) {
 		if cap(q.items) > 1024 {
-			q.items = nil
+			q.items = q.inline[:0]
 		} else {
 			q.items = q.items[:0]
 		}

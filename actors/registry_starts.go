@@ -80,8 +80,10 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	}
 	delete(r.starts, m.token)
 	r.counters[res.kind]++
+	var buf [48]byte // the id in one allocation: <kind>-<n>
+	id := strconv.AppendInt(append(append(buf[:0], res.kind...), '-'), int64(r.counters[res.kind]), 10)
 	snap := messages.Snapshot{
-		ID:      messages.TaskID(res.kind + "-" + strconv.Itoa(r.counters[res.kind])),
+		ID:      messages.TaskID(id),
 		Kind:    res.kind,
 		Label:   res.label,
 		Owner:   res.owner,
