@@ -116,9 +116,9 @@ func (a *agent) receive(ctx actor.Context) {
 		if a.spawner == nil {
 			a.spawner = newTaskSpawner(a.rt)
 		}
-		if _, err := a.spawner.spawn(ctx, a.rt, m.snap, m.hooks, m.run, m.starter); err != nil {
-			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.snap.ID, "err", err)
-			ctx.Send(m.starter, &startReply{err: fmt.Errorf("spawn task actor: %w", err)})
+		if _, err := a.spawner.spawn(ctx, m.task); err != nil {
+			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.task.snap.ID, "err", err)
+			ctx.Send(m.task.starter, &startReply{err: fmt.Errorf("spawn task actor: %w", err)})
 		}
 	case *addCleanup:
 		ctx.Respond(a.addCleanup(m))

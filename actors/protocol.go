@@ -223,14 +223,10 @@ type startsOverdue struct{ owner messages.AgentID }
 
 // ---- agent actor ----
 
-// spawnTask: spawn a committed task as a child and let it answer starter (registry →
-// agent).
-type spawnTask struct {
-	snap    messages.Snapshot
-	hooks   messages.Hooks
-	run     func() (messages.Hooks, error) // a queued task's Spec.Run (queue.go)
-	starter *actor.PID
-}
+// spawnTask: spawn a committed task as a child; it answers its starter (registry →
+// agent). The task's state is made by the registry and handed over whole: the
+// registry keeps no reference to it, the agent only spawns it.
+type spawnTask struct{ task *task }
 
 // runCleanups: run the agent's cleanups, those registered from inside them included;
 // answer cleanupsRan (registry → agent). drain marks the cleanups' contexts.

@@ -104,12 +104,13 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 		if r.spawner == nil {
 			r.spawner = newTaskSpawner(r.rt)
 		}
-		if _, err := r.spawner.spawn(ctx, r.rt, snap, m.hooks, m.run, ctx.Sender()); err != nil {
+		if _, err := r.spawner.spawn(ctx, newTask(r.rt, snap, m.hooks, m.run, ctx.Sender())); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
 		}
 		return
 	}
-	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, run: m.run, starter: ctx.Sender()})
+	// The task's state is made here and handed over: the agent actor only spawns it.
+	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{task: newTask(r.rt, snap, m.hooks, m.run, ctx.Sender())})
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {

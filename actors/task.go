@@ -132,17 +132,21 @@ func newTaskSpawner(rt *Runtime) *taskSpawner {
 	return s
 }
 
-// spawn spawns a task actor as ctx's child named after the task; a queued task (run
-// set) starts in phaseQueued and calls run when the registry hands it a slot
-// (queue.go).
-func (s *taskSpawner) spawn(ctx actor.Context, rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) (*actor.PID, error) {
+// newTask makes a task actor's state; a queued task (run set) starts in phaseQueued
+// and calls run when the registry hands it a slot (queue.go).
+func newTask(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) *task {
 	t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
 	if run != nil {
 		t.phase, t.queue = phaseQueued, &queuedStart{run: run}
 	}
+	return t
+}
+
+// spawn spawns t's actor as ctx's child named after the task.
+func (s *taskSpawner) spawn(ctx actor.Context, t *task) (*actor.PID, error) {
 	s.next = t
 	defer func() { s.next = nil }()
-	return ctx.SpawnNamed(s.props, string(snap.ID))
+	return ctx.SpawnNamed(s.props, string(t.snap.ID))
 }
 
 func (t *task) Receive(ctx actor.Context) {
