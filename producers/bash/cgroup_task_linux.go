@@ -3,6 +3,7 @@
 package bash
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,12 +20,16 @@ import (
 
 // taskCgroup is one task's cgroup: a jail.
 type taskCgroup struct {
-	tree   *cgroupTree
-	dir    string            // the task's cgroup v2 directory
-	fd     int               // dir opened with O_PATH, for CLONE_INTO_CGROUP; -1 once closed
-	v1     map[string]string // controller → the task's v1 directory, for limits placed there
-	limits Limits
-	log    *slog.Logger
+	tree *cgroupTree
+	dir  string            // the task's cgroup v2 directory
+	fd   int               // dir opened with O_PATH, for CLONE_INTO_CGROUP; -1 once closed
+	v1   map[string]string // controller → the task's v1 directory, for limits placed there
+	// counter is the task's pids.current (v2, or the pids v1 hierarchy): how many of
+	// its processes exist, zombies included, until they are reaped; "" when no pids
+	// controller is available here. See onlyTheLeaderIsLeft.
+	counter string
+	limits  Limits
+	log     *slog.Logger
 }
 
 // newTask creates the cgroup of a task named name with limits lim. Each limit goes
@@ -94,6 +99,14 @@ func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *task
 			return nil, err
 		}
 	}
+	switch {
+	case lim.Processes > 0 && c.v1["pids"] != "":
+		c.counter = filepath.Join(c.v1["pids"], "pids.current")
+	case lim.Processes > 0:
+		c.counter = filepath.Join(c.dir, "pids.current")
+	case receivesOrphans():
+		c.count(name)
+	}
 	fd, err := unix.Open(c.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("bash: opening the task's cgroup: %w", err)
@@ -102,12 +115,64 @@ func (t *cgroupTree) newTask(name string, lim Limits, log *slog.Logger) (_ *task
 	return c, nil
 }
 
+// count gives the task a count of its processes that keeps its zombies until they
+// are reaped: the pids controller's pids.current, with no limit. In cgroup v2 when
+// the controller is there (enabled in the producer's cgroup as for a limit), else
+// in the pids v1 hierarchy of a hybrid mount, whose task directory the spawning
+// thread enters for the fork (see spawn). The count is what lets a settle skip the
+// reaper's look at this process's children (onlyTheLeaderIsLeft); without a pids
+// controller anywhere the task has none and every settle takes the reaper's round.
+func (c *taskCgroup) count(name string) {
+	if c.tree.v2Controller("pids") {
+		c.counter = filepath.Join(c.dir, "pids.current")
+		return
+	}
+	parent, err := c.tree.v1Parent("pids")
+	if err != nil || parent == "" {
+		return
+	}
+	dir := filepath.Join(parent, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		c.log.Debug("bash: no process count for the task", "err", err)
+		return
+	}
+	c.v1["pids"] = dir
+	c.counter = filepath.Join(dir, "pids.current")
+}
+
+// countsTasks reports whether the tasks of this tree get a process count (see
+// taskCgroup.count): a pids controller in cgroup v2 or in a v1 hierarchy.
+func (t *cgroupTree) countsTasks() bool {
+	return t.v2Controller("pids") || t.lay.v1Dir("pids") != ""
+}
+
+// onlyTheLeaderIsLeft reports whether the task's process count says that the
+// unreaped leader is all that is left of it (settle runs before the leader is
+// reaped): no zombie of the task, and no process between leaving the cgroup and
+// becoming a zombie, since the pids controller counts a process from its fork until
+// it is reaped. A process is counted in the cgroup its parent was in when it
+// forked, and none of the task's can fork outside it (CLONE_INTO_CGROUP for v2; in
+// v1 the spawning thread forks the leader from inside, and the leader's descendants
+// inherit it); only a process that moves itself to another cgroup (which takes
+// root, and a write to a cgroup file) would leave the count, as it leaves the task.
+func (c *taskCgroup) onlyTheLeaderIsLeft() bool {
+	if c.counter == "" {
+		return false
+	}
+	b, ok := readAt(unix.AT_FDCWD, c.counter, make([]byte, 32))
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	return err == nil && n == 1
+}
+
 // lowerAfterSpawn is run by the spawning thread right after the fork, before it
 // leaves the task's v1 cgroups: the process limit drops to its value (the thread no
 // longer needs its slot once it leaves), and the CPU quota is set.
 func (c *taskCgroup) lowerAfterSpawn() error {
 	var errs []error
-	if dir, ok := c.v1["pids"]; ok {
+	if dir, ok := c.v1["pids"]; ok && c.limits.Processes > 0 {
 		errs = append(errs, writeFile(filepath.Join(dir, "pids.max"), strconv.Itoa(c.limits.Processes)))
 	}
 	return errors.Join(errs...)
@@ -173,7 +238,8 @@ func (c *taskCgroup) kill(int) error {
 
 // settle runs once the leader has exited: when processes are left, it counts and
 // kills them and waits for "populated 0". Then, if this process receives orphans
-// at all, it reaps the task's zombies that became its children (see reaper).
+// at all, it reaps the task's zombies that became its children (see reaper),
+// unless the task's process count says that nothing but the leader is left.
 func (c *taskCgroup) settle(leader int) (int, error) {
 	leftovers := 0
 	var err error
@@ -189,7 +255,11 @@ func (c *taskCgroup) settle(leader int) (int, error) {
 		}
 	}
 	if receivesOrphans() {
-		err = errors.Join(err, reaps.run(c.tree.cgroupLine(c.dir)+"\n"))
+		if c.onlyTheLeaderIsLeft() {
+			reaps.spared.Add(1)
+		} else {
+			err = errors.Join(err, reaps.run(c.tree.cgroupLine(c.dir)+"\n"))
+		}
 	}
 	return leftovers, err
 }

@@ -51,9 +51,11 @@
 //     does (setsid, a double fork, clearing its environment) takes a process out of
 //     it. The cgroup is killed with cgroup.kill and known empty from cgroup.events;
 //     nothing scans /proc, so a task costs the same whatever else runs on the
-//     machine; the orphan reaper reads /proc only for the settling task's own
-//     processes and, once each, for children of this process it has not met
-//     before (see docs/cost.md). Limits on processes, memory and CPU (WithMaxProcesses,
+//     machine. A task whose process count (the pids controller's) says that its
+//     leader is all that is left settles without looking at this process's
+//     children; otherwise the orphan reaper reads this process's children list
+//     and /proc only for the settling task's own processes and, once each, for
+//     children of this process it has not met before (see docs/cost.md). Limits on processes, memory and CPU (WithMaxProcesses,
 //     WithMemoryLimit, WithCPULimit, Command.Limits) are available in this mode
 //     only; on a hybrid mount whose controllers are bound to cgroup v1, they are
 //     placed in the v1 hierarchies.
@@ -79,6 +81,12 @@
 // In cgroup mode, New creates one directory per process under its cgroup
 // (taskrt-<pid>-<start>), kept for the life of the process, and, when a limit needs
 // a cgroup v2 controller that is not yet enabled, enables it in subtree_control.
+// While this process receives orphans (a subreaper), every task also gets a count
+// of its processes from the pids controller, without a limit: in cgroup v2 where
+// the controller can be enabled there (it is then, as for a limit), else in the
+// pids v1 hierarchy of a hybrid mount (a task-<n> directory there too, entered by
+// the spawning thread for the fork). The count is what lets a settle know that a
+// task left no zombie without looking at this process's children.
 //
 // In both modes, New marks the whole process as a child subreaper
 // (prctl(PR_SET_CHILD_SUBREAPER)) unless WithoutSubreaper is given: orphaned

@@ -5,11 +5,13 @@ package bash
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/taskrt/taskrt/producers/output"
 )
@@ -124,4 +126,52 @@ func TestTaskOutputSpillsWhereConfiguredAndReleaseRemovesIt(t *testing.T) {
 	_, err = os.Stat(m[1])
 	assert.True(t, os.IsNotExist(err), "Release removes it")
 	requireQuiet(t, p)
+}
+
+// A command that keeps its output pipe full gets a pipe of floodPipe bytes (where
+// the system allows that much) and larger reads; one that writes a little never
+// does. Either way every byte is accounted.
+func TestAFloodGrowsThePipeATrickleDoesNot(t *testing.T) {
+	maxPipe := floodPipe
+	if b, err := os.ReadFile("/proc/sys/fs/pipe-max-size"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			maxPipe = min(maxPipe, n)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		command string
+		bytes   int64
+		flood   bool
+	}{
+		{"a flood", "dd if=/dev/zero bs=1M count=20 status=none", 20 << 20, true},
+		{"a trickle", "for i in 1 2 3; do echo line $i; done", 21, false},
+		{"one write of exactly the first read's size", "head -c 32768 /dev/zero", 32768, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sizes := make(chan int, 1)
+			testHookFlooding = func(pipe *os.File) {
+				rc, err := pipe.SyscallConn()
+				require.NoError(t, err)
+				size := -1
+				require.NoError(t, rc.Control(func(fd uintptr) { size, _ = unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0) }))
+				sizes <- size
+			}
+			t.Cleanup(func() { testHookFlooding = nil })
+			p := newTestProducer(t)
+			h := startTask(t, p, Command{Command: tc.command})
+			o := h.awaitDone(t, settleLimit)
+			require.Equal(t, "exit code: 0", o.Detail)
+			assert.Equal(t, tc.bytes, h.Output.Written(), "bytes accounted")
+			select {
+			case got := <-sizes:
+				require.True(t, tc.flood, "the reader took %q for a flood", tc.command)
+				assert.GreaterOrEqual(t, got, maxPipe, "the flooded pipe's capacity")
+			default:
+				assert.False(t, tc.flood, "the reader never took the flood for one")
+			}
+			h.Release()
+			requireQuiet(t, p)
+		})
+	}
 }

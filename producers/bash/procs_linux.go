@@ -497,3 +497,11 @@ func markedPids(match func(marker string) bool) map[int]bool {
 	}
 	return pids
 }
+
+// growPipe asks the kernel to make f's pipe hold size bytes; where the system does
+// not allow it (fs.pipe-max-size, the user's pipe quota), the pipe stays as it is.
+func growPipe(f *os.File, size int) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, size) })
+	}
+}

@@ -31,6 +31,7 @@ func terminalEOF(*os.File) byte                         { return ctrlD }
 func scriptFile(string) (*os.File, error)               { return nil, errors.ErrUnsupported }
 func hasControllingTerminal() bool                      { return false }
 func populated(string) int                              { return -1 }
+func growPipe(*os.File, int)                            {}
 func waitFor(string, time.Duration, func() bool) bool   { return true }
 
 const sweepTimeout = 10 * time.Second

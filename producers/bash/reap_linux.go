@@ -36,6 +36,9 @@ var reaps reaper
 type reaper struct {
 	rounds   rounds[*reapReq]
 	children children // used by the round under way (one at a time: see rounds)
+	// spared counts the settles that needed no round: the task's process count
+	// said nothing but its leader was left (taskCgroup.onlyTheLeaderIsLeft). For tests.
+	spared atomic.Int64
 }
 
 type reapReq struct {
@@ -152,6 +155,8 @@ type children struct {
 	spare []child // the reading before, reused for the next one
 	pids  []int   // the latest list, reused
 	buf   []byte  // for reading the children list
+	// lists counts the readings of the children list, for tests.
+	lists atomic.Int64
 	// reads counts the /proc files read about single processes (stat, cgroup), for
 	// tests: what a settle costs.
 	reads atomic.Int64
@@ -238,6 +243,7 @@ func (cs *children) stat(pid int) (procInfo, bool) {
 // Children forked by other threads are listed under those threads; the orphans are
 // all that matter here. The kernel hands the list out a page at a time.
 func (cs *children) list() []int {
+	cs.lists.Add(1)
 	fd, err := unix.Open("/proc/self/task/"+strconv.Itoa(selfPid)+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil

@@ -67,8 +67,11 @@ func idleHostChildren(t *testing.T, n int) []int {
 // grow with the host's children. Each subtest settles the same tasks with 0 and
 // with 300 idle host children and counts the reaper's reads of single processes'
 // files; before the reaper knew its children, a settle read two files per host
-// child (600 here). The orphans a task leaves, zombies already or killed by the
-// settle, are reaped all the same, and no idle child's status is taken.
+// child (600 here). Where a pids controller counts the task's processes (zombies
+// included, until reaped), a task that leaves nothing but its leader is settled
+// without reading this process's children list at all; a task that leaves an
+// orphan (a zombie already, or killed by the settle) is not, and its orphans are
+// reaped all the same. No idle child's status is taken.
 func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 	requireCgroups(t)
 	const settles = 8
@@ -76,10 +79,11 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 		name    string
 		command string
 		perTask int64 // reads a settle may cost, beside its own processes'
+		spared  bool  // settled without a look at this process's children, where tasks are counted
 	}{
-		{"a task that leaves nothing", "/bin/true", 4},
-		{"a task whose orphan is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10},
-		{"a task whose orphan the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 16},
+		{"a task that leaves nothing", "/bin/true", 4, true},
+		{"a task whose orphan is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10, false},
+		{"a task whose orphan the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 16, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			perSettle := map[int]float64{}
@@ -93,13 +97,21 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 					h.Release()
 				}
 				run() // the reaper meets the host's children once
-				before := reaps.children.reads.Load()
+				before, lists, spared := reaps.children.reads.Load(), reaps.children.lists.Load(), reaps.spared.Load()
 				for range settles {
 					run()
 				}
 				got := reaps.children.reads.Load() - before
 				perSettle[n] = float64(got) / settles
 				assert.LessOrEqual(t, got, settles*tc.perTask, "reads in %d settles with %d idle host children", settles, n)
+				gotLists, gotSpared := reaps.children.lists.Load()-lists, reaps.spared.Load()-spared
+				if tc.spared && p.tree.countsTasks() {
+					assert.Equal(t, int64(settles), gotSpared, "settles that needed no round")
+					assert.Zero(t, gotLists, "readings of this process's children")
+				} else {
+					assert.Zero(t, gotSpared, "settles that needed no round")
+					assert.GreaterOrEqual(t, gotLists, int64(settles), "readings of this process's children")
+				}
 				requireQuiet(t, p)
 			}
 			t.Logf("reads per settle: %v", perSettle)
@@ -210,4 +222,28 @@ func TestChildrenAreReadOnceAndReusedPidsAreCaught(t *testing.T) {
 			assert.LessOrEqual(t, cs.reads.Load()-before, tc.maxReads, "reads of the second reading")
 		})
 	}
+}
+
+// The process count is sound where a task's last processes end with its shell: a
+// background job that exits just before the shell (a zombie of the shell, then of
+// this process), with it (between leaving the cgroup and becoming a zombie) or
+// after it (killed by the settle) leaves no zombie, whichever way each settle went:
+// spared by the count, or through the reaper's round.
+func TestNoZombieWhenABackgroundJobEndsWithTheShell(t *testing.T) {
+	requireCgroups(t)
+	p := newTestProducer(t, WithContainment(CgroupContainment))
+	const runs = 60
+	spared, lists := reaps.spared.Load(), reaps.children.lists.Load()
+	for i := range runs {
+		h := startTask(t, p, Command{Command: "/bin/true & exit 0"})
+		o := h.awaitDone(t, settleLimit)
+		require.Equal(t, messages.Completed, o.Status, o.Detail)
+		require.True(t, strings.HasPrefix(o.Detail, "exit code: 0"), o.Detail) // "; killed 1 leftover process" when the job outlived the shell
+		h.Release()
+		require.Empty(t, zombieChildren(t), "zombie children after run %d", i)
+	}
+	gotSpared, gotLists := reaps.spared.Load()-spared, reaps.children.lists.Load()-lists
+	assert.GreaterOrEqual(t, gotSpared+gotLists, int64(runs), "every settle was spared or took a round")
+	t.Logf("%d of %d settles spared by the count, %d readings of the children list", gotSpared, runs, gotLists)
+	requireQuiet(t, p)
 }

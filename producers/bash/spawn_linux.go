@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -72,11 +71,13 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("bash: reading the spawning thread's cgroups: %w", err)
 	}
+	// "0" names the writing thread: the kernel then moves it without the
+	// process-wide lock it takes to move a thread named by its id.
 	var entered []string
 	leave := func() bool {
 		ok := true
 		for _, ctl := range entered {
-			if err := writeFile(filepath.Join(home[ctl], "tasks"), strconv.Itoa(tid)); err != nil {
+			if err := writeFile(filepath.Join(home[ctl], "tasks"), "0"); err != nil {
 				ok = false
 			}
 		}
@@ -87,7 +88,7 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 			err = fmt.Errorf("bash: this thread's %s cgroup is unknown", ctl)
 			break
 		}
-		if err = writeFile(filepath.Join(dir, "tasks"), strconv.Itoa(tid)); err != nil {
+		if err = writeFile(filepath.Join(dir, "tasks"), "0"); err != nil {
 			err = fmt.Errorf("bash: entering the task's %s cgroup: %w", ctl, err)
 			break
 		}

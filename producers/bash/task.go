@@ -93,6 +93,10 @@ func (j *sweepJail) settle(leader int) (int, error) {
 // right after step 1; a test makes it panic to exercise containment.
 var testHookLeaderExited func()
 
+// testHookFlooding, when set (by tests, before Start), is called by the reader
+// with the task's pipe once the reader has found the command flooding it.
+var testHookFlooding func(pipe *os.File)
+
 // start spawns c and its monitor.
 func (p *Producer) start(c Command) (*task, error) {
 	if err := supported(); err != nil {
@@ -513,11 +517,17 @@ func (t *task) closePipe() {
 // the end of the pipe or the drain deadline.
 func (t *task) readAll() error {
 	defer t.out.Close()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, readChunk)
+	full := 0 // reads in a row that filled buf
 	for {
 		n, err := t.pipe.Read(buf)
 		if n > 0 {
 			_, _ = t.out.Write(buf[:n]) // never fails: what does not fit is counted as dropped
+		}
+		if n < len(buf) || len(buf) == floodChunk {
+			full = 0
+		} else if full++; full == floodReads {
+			buf = t.flooding()
 		}
 		switch {
 		case err == nil:
@@ -529,6 +539,28 @@ func (t *task) readAll() error {
 			return err
 		}
 	}
+}
+
+const (
+	readChunk  = 32 << 10  // what the reader asks of the pipe at first
+	floodChunk = 256 << 10 // and once the command floods it (see flooding)
+	floodReads = 8         // reads in a row that fill the buffer: a flood
+	floodPipe  = 1 << 20   // the pipe's capacity asked for during a flood
+)
+
+// flooding is called when the command keeps the pipe full: the pipe grows to
+// floodPipe (where the system allows; a pipe's default is 64 KiB) and the reader
+// asks for floodChunk bytes at a time, so a flood costs fewer wake-ups of the
+// writer and fewer, larger reads and spill writes. A task that writes little never
+// pays for the larger buffers. It returns the reader's new buffer.
+func (t *task) flooding() []byte {
+	if !t.tty {
+		growPipe(t.pipe, floodPipe)
+	}
+	if testHookFlooding != nil {
+		testHookFlooding(t.pipe)
+	}
+	return make([]byte, floodChunk)
 }
 
 // decide turns the leader's wait status into the Outcome. A command we cancelled is

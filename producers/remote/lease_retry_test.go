@@ -60,7 +60,7 @@ func TestAFailedRenewalIsRetriedBeforeTheFence(t *testing.T) {
 				why := make(chan string, 1)
 				go func() { why <- h.keep(ctx) }()
 				// Three leases' worth of time: a dozen renewals.
-				time.Sleep(3 * d) // fake time inside the bubble
+				<-time.After(3 * d) // fake time inside the bubble: passes once every goroutine in it is blocked
 				cancel()
 				assert.Equal(t, "", <-why, "the holder kept its lease: a failed renewal was tried again before half the lease had passed")
 			})

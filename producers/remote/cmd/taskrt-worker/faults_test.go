@@ -99,6 +99,9 @@ func pausedOwner(spec string) int {
 		fmt.Printf("settled %d %s %s\n", i, o.Status, o.Detail)
 	}
 	wg.Wait()
+	// A client retries its start, as one would, until the node holds its new
+	// lease and takes starts again.
+	retry := time.NewTicker(lease / 4)
 	for {
 		h, err := p.Start(bash.Command{Command: "true"})
 		if err == nil {
@@ -107,8 +110,9 @@ func pausedOwner(spec string) int {
 			fmt.Printf("new %d\n", e)
 			break
 		}
-		time.Sleep(lease / 4) // a client's retry while the node takes its new lease
+		<-retry.C
 	}
+	retry.Stop()
 	fmt.Println("done")
 	_ = p.Close(context.Background())
 	nc.Close()
