@@ -2,6 +2,7 @@ package actors
 
 import (
 	"regexp"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -182,9 +183,12 @@ type abandonSet struct{ requester *actor.PID }
 // ---- sent by the runtime's own actors and timers to the registry ----
 
 // taskSpawned: a new task actor announces itself; the registry indexes it.
+// reported is the task's flag the registry sets when it answers for the settled
+// task from its index (see registry.answerSettled).
 type taskSpawned struct {
-	snap messages.Snapshot
-	pid  *actor.PID
+	snap     messages.Snapshot
+	pid      *actor.PID
+	reported *atomic.Bool
 }
 
 // taskChanged: a task's snapshot changed (stopping, reported).
@@ -266,11 +270,6 @@ type outcomeMsg struct {
 	outcome messages.Outcome
 	ok      bool // false: Done was closed without a value
 }
-
-// reported: the registry answered a wait or a kill on the settled task from its
-// index and marked it reported there (registry → task); the task marks its own
-// snapshot, without telling the registry back.
-type reported struct{}
 
 // cancelResult: a Cancel call returned (cancel goroutine → task).
 type cancelResult struct {
@@ -393,7 +392,6 @@ func (*stopAgent) isAgentMsg()        {}
 func (*teardown) isTaskMsg()          {}
 func (*abandonWait) isTaskMsg()       {}
 func (*outcomeMsg) isTaskMsg()        {}
-func (*reported) isTaskMsg()          {}
 func (*cancelResult) isTaskMsg()      {}
 func (*settleTimeout) isTaskMsg()     {}
 func (*waitTimeout) isTaskMsg()       {}

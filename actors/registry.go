@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -87,6 +88,9 @@ type taskEntry struct {
 	notified    bool   // the completion notice was claimed (notifyTask)
 	key         string // Spec.Key, "" for none (keys.go)
 	watchCounts        // live watches and the notice claims they hold (watch.go)
+	// reported is the task actor's reportedByIndex (nil once evicted): set when the
+	// registry answers for the settled task (answerSettled).
+	reported *atomic.Bool
 }
 
 // report marks a tombstone reported; while the task actor lives, the actor does.
@@ -555,7 +559,10 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 // from the index, the way the task actor would (the terminal snapshot; already
 // terminal) and without the hop to it: the registry's snapshot of a settled task is
 // the task's own (taskSettled came before), but for Reported, which the registry sets
-// here and tells the task (reported), so that the task's later replies show it. The
+// here and in the task's flag (task.reportedByIndex, shared through taskSpawned),
+// which the task takes into its snapshot before it handles its next message. Every
+// later request reaches the task through the registry, after the flag was set, so
+// the task's later replies show it — without a message to the task. The
 // answer shows the model the task's end, so the task is reported before it is
 // answered: a completion notice claimed after this answer is suppressed. It reports
 // false when the request is not one it answers (unknown, fenced, live, tombstone:
@@ -567,7 +574,7 @@ func (r *registry) answerSettled(ctx actor.Context, id messages.TaskID, caller m
 	}
 	if !e.snap.Reported {
 		e.snap.Reported = true
-		tellTask(ctx, e.pid, &reported{})
+		e.reported.Store(true)
 	}
 	switch ctx.Message().(type) {
 	case *messages.WaitTask:

@@ -115,7 +115,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.seq++
-	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq}
+	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq, reported: m.reported}
 	b := r.bucketOf(m.snap.Owner) // the owner cannot be gone: its disposal waits for this start
 	b.ids = append(b.ids, m.snap.ID)
 	r.keyIndexed(ctx, r.tasks[m.snap.ID])

@@ -61,15 +61,19 @@ type task struct {
 	// mailbox, read by the growth callback): growth is sent home only then or while
 	// events have a subscriber.
 	listening atomic.Bool
+	// reportedByIndex is set by the registry when it answered a wait or kill on the
+	// settled task from its index (registry.answerSettled) and marked it reported
+	// there; Receive takes it into snap before each message.
+	reportedByIndex atomic.Bool
+	writing         bool // an Input call is in flight
+	inputShut       bool // an input with eof was accepted: later inputs are refused
+	overdue         bool // the settle timer fired: answer teardown even with a Cancel hung
 
-	inputs    []*inputReq  // accepted inputs not yet answered, in arrival order; [0] is being written when writing
-	writing   bool         // an Input call is in flight
-	inputShut bool         // an input with eof was accepted: later inputs are refused
-	parked    *parkedInput // a failed write whose answer waits for the task's end
-	watch     *watch       // the Done watch; nil when the outcome was there at once
-	settleT   *time.Timer  // armed by teardown; fires settleTimeout
-	overdue   bool         // the settle timer fired: answer teardown even with a Cancel hung
-	stopAt    time.Time    // when the task moved to stopping (for the stop-duration metric)
+	inputs  []*inputReq  // accepted inputs not yet answered, in arrival order; [0] is being written when writing
+	parked  *parkedInput // a failed write whose answer waits for the task's end
+	watch   *watch       // the Done watch; nil when the outcome was there at once
+	settleT *time.Timer  // armed by teardown; fires settleTimeout
+	stopAt  time.Time    // when the task moved to stopping (for the stop-duration metric)
 }
 
 type taskPhase int
@@ -150,6 +154,9 @@ func (s *taskSpawner) spawn(ctx actor.Context, t *task) (*actor.PID, error) {
 }
 
 func (t *task) Receive(ctx actor.Context) {
+	if !t.snap.Reported && t.reportedByIndex.Load() {
+		t.markReported() // the registry knows: it answered a wait or kill for it
+	}
 	// The runtime's own code should never panic here; if it does, the task is
 	// recorded failed rather than restarted (a restart would lose the outcome and
 	// could never be what a background task wants).
@@ -170,7 +177,7 @@ func (t *task) receive(ctx actor.Context) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
 		t.self = ctx.Self()
-		tellRegistry(ctx, t.rt, &taskSpawned{snap: t.snap, pid: t.self})
+		tellRegistry(ctx, t.rt, &taskSpawned{snap: t.snap, pid: t.self, reported: &t.reportedByIndex})
 		// Output first: output written before now is announced with a message to
 		// self, which must reach the mailbox before any outcome the Done watcher
 		// forwards, so that a task's output event never follows its settlement.
@@ -186,8 +193,6 @@ func (t *task) receive(ctx actor.Context) {
 		}
 	case *outcomeMsg:
 		t.outcome(ctx, m)
-	case *reported:
-		t.markReported() // the registry knows: it answered the wait or kill
 	case *messages.ReadTask:
 		t.read(ctx)
 	case *messages.KillTask:
