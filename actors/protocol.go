@@ -84,11 +84,18 @@ type reserveReply struct {
 // commitStart turns a reservation into a task (client → registry). The task actor
 // answers the client with *startReply once the registry has indexed it; the registry
 // answers at once with an error when the reservation is gone (abandoned by a
-// teardown that could not wait any longer for the start).
+// teardown that could not wait any longer for the start). task is the task actor's
+// state, made by the client (off the registry's mailbox) with the hooks, or a queued
+// start's Spec.Run (called when it gets a slot); the registry fills in its snapshot
+// and starter and hands it to the spawning actor.
 type commitStart struct {
 	token uint64
-	hooks messages.Hooks
-	run   func() (messages.Hooks, error) // a queued start's Spec.Run, called when it gets a slot
+	task  *task
+}
+
+// newCommit is the commit of a reservation for hooks, or for run (a queued start).
+func newCommit(rt *Runtime, token uint64, hooks messages.Hooks, run func() (messages.Hooks, error)) *commitStart {
+	return &commitStart{token: token, task: newTask(rt, messages.Snapshot{}, hooks, run, nil)}
 }
 
 type startReply struct {

@@ -100,17 +100,19 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	// the index holds the task before anyone can name it. The reservation stays
 	// pending until taskSpawned, so a disposal of the owner waits for it and the
 	// agent actor is never asked to spawn once it began its teardown.
+	t := m.task // made by the client; the registry keeps no reference to it
+	t.snap, t.starter = snap, ctx.Sender()
 	if res.owner == "" {
 		if r.spawner == nil {
 			r.spawner = newTaskSpawner(r.rt)
 		}
-		if _, err := r.spawner.spawn(ctx, newTask(r.rt, snap, m.hooks, m.run, ctx.Sender())); err != nil {
+		if _, err := r.spawner.spawn(ctx, t); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
 		}
 		return
 	}
-	// The task's state is made here and handed over: the agent actor only spawns it.
-	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{task: newTask(r.rt, snap, m.hooks, m.run, ctx.Sender())})
+	// The task's state is handed over: the agent actor only spawns it.
+	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{task: t})
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
