@@ -163,6 +163,12 @@ func (t *task) Receive(ctx actor.Context) {
 	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
+		// A panic in the Started handler after the actor announced itself must not
+		// leave its starter waiting: answer it now, after the failed settlement.
+		if t.starter != nil && t.self != nil {
+			ctx.Send(t.starter, &startReply{id: t.snap.ID})
+			t.starter = nil
+		}
 	}
 	if len(t.untils) == 0 && len(t.watches) == 0 && t.listening.Load() {
 		t.listening.Store(false)
@@ -173,11 +179,17 @@ func (t *task) receive(ctx actor.Context) {
 	if t.phase == phaseQueued && t.receiveQueued(ctx) {
 		return
 	}
+	if _, started := ctx.Message().(*actor.Started); !started && t.rt.cfg.taskHook != nil {
+		t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
 		t.self = ctx.Self()
 		tellRegistry(ctx, t.rt, &taskSpawned{snap: t.snap, pid: t.self, reported: &t.reportedByIndex})
+		if t.rt.cfg.taskHook != nil {
+			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
+		}
 		// Output first: output written before now is announced with a message to
 		// self, which must reach the mailbox before any outcome the Done watcher
 		// forwards, so that a task's output event never follows its settlement.
