@@ -179,8 +179,10 @@ func (t *task) receive(ctx actor.Context) {
 	if t.phase == phaseQueued && t.receiveQueued(ctx) {
 		return
 	}
-	if _, started := ctx.Message().(*actor.Started); !started && t.rt.cfg.taskHook != nil {
-		t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
+	if t.rt.cfg.taskHook != nil {
+		if _, started := ctx.Message().(*actor.Started); !started { // Started calls it itself
+			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
+		}
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
