@@ -189,11 +189,13 @@ type abandonSet struct{ requester *actor.PID }
 
 // ---- sent by the runtime's own actors and timers to the registry ----
 
-// taskSpawned: a new task actor announces itself; the registry indexes it.
-// reported is the task's flag the registry sets when it answers for the settled
-// task from its index (see registry.answerSettled).
+// taskSpawned: a new task actor announces itself; the registry indexes it. entry is
+// the record the registry made at commit (with the snapshot the task starts from),
+// handed to the task and back untouched, so that no snapshot is copied into this
+// message. reported is the task's flag the registry sets when it answers for the
+// settled task from its index (see registry.answerSettled).
 type taskSpawned struct {
-	snap     messages.Snapshot
+	entry    *taskEntry
 	pid      *actor.PID
 	reported *atomic.Bool
 }

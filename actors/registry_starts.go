@@ -102,6 +102,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	// agent actor is never asked to spawn once it began its teardown.
 	t := m.task // made by the client; the registry keeps no reference to it
 	t.snap, t.starter = snap, ctx.Sender()
+	t.entry = &taskEntry{snap: snap} // indexed when the task announces itself (spawned)
 	if res.owner == "" {
 		if r.spawner == nil {
 			r.spawner = newTaskSpawner(r.rt)
@@ -117,24 +118,27 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.seq++
-	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq, reported: m.reported}
-	b := r.bucketOf(m.snap.Owner) // the owner cannot be gone: its disposal waits for this start
-	b.ids = append(b.ids, m.snap.ID)
-	r.keyIndexed(ctx, r.tasks[m.snap.ID])
-	if m.snap.Status == messages.Queued {
-		r.rt.metrics.taskQueued(m.snap.Kind) // before the event, as in taskChanged
-		r.publish(messages.Event{Kind: messages.EventTaskQueued, Agent: m.snap.Owner, Task: m.snap})
-		defer r.queuedIndexed(ctx, m.snap.Owner, b, m.snap.ID)
+	e := m.entry
+	e.pid, e.seq, e.reported = m.pid, r.seq, m.reported
+	snap := &e.snap
+	r.tasks[snap.ID] = e
+	b := r.bucketOf(snap.Owner) // the owner cannot be gone: its disposal waits for this start
+	b.ids = append(b.ids, snap.ID)
+	r.keyIndexed(ctx, e)
+	if snap.Status == messages.Queued {
+		r.rt.metrics.taskQueued(snap.Kind) // before the event, as in taskChanged
+		r.publish(messages.Event{Kind: messages.EventTaskQueued, Agent: snap.Owner, Task: *snap})
+		defer r.queuedIndexed(ctx, snap.Owner, b, snap.ID)
 	} else {
-		r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
-		r.rt.metrics.taskStarted(m.snap.Kind)
+		r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: snap.Owner, Task: *snap})
+		r.rt.metrics.taskStarted(snap.Kind)
 	}
-	if m.snap.Owner == "" && r.phase == runtimeClosing {
+	if snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
 		r.awaiting[m.pid.Id] = struct{}{}
 		requestTask(ctx, m.pid, &teardown{reason: "runtime closed"})
 	}
-	r.startResolved(ctx, m.snap.Owner, b)
+	r.startResolved(ctx, snap.Owner, b)
 }
 
 // startResolved accounts for a start that committed (and was indexed) or aborted:

@@ -44,6 +44,7 @@ type task struct {
 	snap    messages.Snapshot
 	hooks   messages.Hooks
 	starter *actor.PID // answered with startReply once the registry indexed the task
+	entry   *taskEntry // the registry's record, made at commit: handed back untouched in taskSpawned
 	output  string     // final output, final-only kinds
 
 	waiters    []*waiter    // pending waits, in arrival order
@@ -188,7 +189,8 @@ func (t *task) receive(ctx actor.Context) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
 		t.self = ctx.Self()
-		tellRegistry(ctx, t.rt, &taskSpawned{snap: t.snap, pid: t.self, reported: &t.reportedByIndex})
+		tellRegistry(ctx, t.rt, &taskSpawned{entry: t.entry, pid: t.self, reported: &t.reportedByIndex})
+		t.entry = nil
 		if t.rt.cfg.taskHook != nil {
 			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
 		}
