@@ -3,6 +3,7 @@ package actors
 import (
 	"regexp"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -203,11 +204,18 @@ type taskSpawned struct {
 // taskChanged: a task's snapshot changed (stopping, reported).
 type taskChanged struct{ snap messages.Snapshot }
 
-// taskSettled: a task's terminal snapshot.
+// taskSettled: a task settled. It carries what settling changes in the snapshot —
+// status, detail, finish time, reported — and the registry applies it to its copy,
+// which every earlier change reached before (taskChanged), so that no whole snapshot
+// is copied into the message.
 type taskSettled struct {
-	snap   messages.Snapshot
-	queued bool  // it settled while queued: it never held a slot (queue.go)
-	bytes  int64 // the output's size, for a task with an output stream
+	id       messages.TaskID
+	status   messages.Status
+	detail   string
+	finished time.Time
+	reported bool
+	queued   bool  // it settled while queued: it never held a slot (queue.go)
+	bytes    int64 // the output's size, for a task with an output stream
 }
 
 // taskOutput: a task's output grew (task → registry, only while someone

@@ -145,7 +145,7 @@ func (r *registry) slotFreed(ctx actor.Context, b *bucket, m *taskSettled) {
 	if m.queued {
 		b.queued--
 		for i, id := range b.waiting {
-			if id == m.snap.ID {
+			if id == m.id {
 				b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
 				break
 			}

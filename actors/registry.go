@@ -477,22 +477,24 @@ func refusal(m any, err error) any {
 
 // ---- settlements ----
 
-// settled takes in a task's terminal snapshot: the index and counters, the event and
-// the metrics, the listeners, the owner's slot, and retention.
+// settled takes in a task's settlement: the index and counters, the event and the
+// metrics, the listeners, the owner's slot, and retention.
 func (r *registry) settled(ctx actor.Context, m *taskSettled) {
-	e, ok := r.tasks[m.snap.ID]
+	e, ok := r.tasks[m.id]
 	if !ok {
 		return
 	}
 	if e.snap.Status == messages.Queued {
-		r.rt.metrics.queueLeft(m.snap.Kind) // settled while queued
+		r.rt.metrics.queueLeft(e.snap.Kind) // settled while queued
 	}
-	e.snap = m.snap
+	e.snap.Status, e.snap.Detail, e.snap.Finished = m.status, m.detail, m.finished
+	e.snap.Reported = e.snap.Reported || m.reported
+	snap := e.snap
 	r.rt.nRunning.Add(-1)
 	r.rt.nRetained.Add(1)
-	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: m.snap.Owner, Task: m.snap, Bytes: m.bytes})
-	r.rt.metrics.taskSettled(m.snap)
-	if m.snap.Owner != "" && m.snap.Reported {
+	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: snap.Owner, Task: snap, Bytes: m.bytes})
+	r.rt.metrics.taskSettled(snap)
+	if snap.Owner != "" && snap.Reported {
 		// Reported at settlement (a kill, a pending wait, teardown): no notice.
 		e.notified = true
 		r.rt.metrics.notice("suppressed")
@@ -500,15 +502,15 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	// Listeners are silent from the moment Close begins.
 	if r.phase == runtimeOpen && !r.rt.closing.Load() {
 		for _, pid := range r.listeners {
-			tellListener(ctx, pid, &settlement{snap: m.snap})
+			tellListener(ctx, pid, &settlement{snap: snap})
 		}
 	}
-	b := r.bucketOf(m.snap.Owner)
+	b := r.bucketOf(snap.Owner)
 	if b == nil {
 		return
 	}
 	r.slotFreed(ctx, b, m)
-	b.retained.push(m.snap.ID)
+	b.retained.push(snap.ID)
 	for b.retained.len() > r.rt.cfg.retention {
 		r.evict(ctx, b, b.retained.pop())
 	}

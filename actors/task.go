@@ -326,7 +326,8 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
 		}
-		tellRegistry(ctx, t.rt, &taskSettled{snap: t.snap, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
+		tellRegistry(ctx, t.rt, &taskSettled{id: t.snap.ID, status: t.snap.Status, detail: t.snap.Detail, finished: t.snap.Finished,
+			reported: t.snap.Reported, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
 		for _, w := range t.waiters {
 			w.timer.Stop()
 			if t.rt.alive(w.pid) { // a requester that gave up gets nothing
