@@ -44,6 +44,7 @@ type agent struct {
 	// pill is dropped unanswered.
 	awaiting map[string]struct{}
 	stopping bool // stopAgent arrived: stop once no task actor is left
+	spawner  *taskSpawner
 }
 
 type cleanupEntry struct {
@@ -53,7 +54,7 @@ type cleanupEntry struct {
 
 func newAgentProps(rt *Runtime, id messages.AgentID) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &agent{rt: rt, id: id} },
-		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool))
+		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
 }
 
 func (a *agent) Receive(ctx actor.Context) {
@@ -112,9 +113,12 @@ func (a *agent) receive(ctx actor.Context) {
 		a.rt.nActors.Add(1)
 	case *spawnTask:
 		// Never after stopAgent: the registry stops routing to an agent it stopped.
-		if _, err := ctx.SpawnNamed(newTaskProps(a.rt, m.snap, m.hooks, m.run, m.starter), string(m.snap.ID)); err != nil {
-			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.snap.ID, "err", err)
-			ctx.Send(m.starter, &startReply{err: fmt.Errorf("spawn task actor: %w", err)})
+		if a.spawner == nil {
+			a.spawner = newTaskSpawner(a.rt)
+		}
+		if _, err := a.spawner.spawn(ctx, m.task); err != nil {
+			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.task.snap.ID, "err", err)
+			ctx.Send(m.task.starter, &startReply{err: fmt.Errorf("spawn task actor: %w", err)})
 		}
 	case *addCleanup:
 		ctx.Respond(a.addCleanup(m))

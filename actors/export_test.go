@@ -21,6 +21,14 @@ func WithAgentHook(hook func(agent messages.AgentID, msg any)) Option {
 	return optionFunc(func(c *config) { c.agentHook = hook })
 }
 
+// WithTaskHook calls hook on a task actor's goroutine as it handles each message —
+// for Started, once the actor announced itself to the registry, before it takes an
+// outcome already there and answers its starter: fault injection for the task
+// actor's panic containment.
+func WithTaskHook(hook func(task messages.TaskID, msg any)) Option {
+	return optionFunc(func(c *config) { c.taskHook = hook })
+}
+
 // RecordingAllocs is the allocations per recorded task queueing, start, settlement,
 // stop and notice, with the given meter provider (nil: none) and after a first recording of
 // the same attributes.

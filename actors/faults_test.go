@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -173,4 +174,24 @@ func TestFaultCloseDuringStartsKillsAndDisposals(t *testing.T) {
 		return true
 	})
 	assert.Equal(t, actors.Stats{}, rt.Stats())
+}
+
+// TestTaskActorPanicAtStartIsContained: a panic in the runtime's own code while a task
+// actor starts — after it announced itself, before it took the outcome its Done
+// already held and answered its starter — is contained: the task is recorded failed
+// (never restarted), Start still returns its id, and the runtime closes clean.
+func TestTaskActorPanicAtStartIsContained(t *testing.T) {
+	rt := newRT(t, actors.WithTaskHook(func(_ messages.TaskID, m any) {
+		if _, ok := m.(*actor.Started); ok {
+			panic("injected")
+		}
+	}))
+	register(t, rt, "a1")
+	f := newFake()
+	f.Finish(messages.Outcome{Status: messages.Completed})
+	id, err := rt.Tasks().Start(bg, f.spec("bash", "a1", false))
+	require.NoError(t, err)
+	s := settleWait(t, rt, id, "a1")
+	assert.Equal(t, messages.Failed, s.Status)
+	assert.Equal(t, "runtime panic: injected", s.Detail)
 }

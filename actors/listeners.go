@@ -36,7 +36,7 @@ type listener struct {
 
 func newListenerProps(rt *Runtime, l *listener) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return l },
-		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool))
+		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
 }
 
 func (l *listener) Receive(ctx actor.Context) {

@@ -45,6 +45,7 @@ type config struct {
 
 	registryHook func(msg any)                         // tests only: called before the registry handles msg
 	agentHook    func(agent messages.AgentID, msg any) // tests only: called before an agent actor handles msg
+	taskHook     func(task messages.TaskID, msg any)   // tests only: called as a task actor handles msg (Started: once it announced itself)
 }
 
 func defaultConfig() config {

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"regexp"
+	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -83,11 +85,18 @@ type reserveReply struct {
 // commitStart turns a reservation into a task (client → registry). The task actor
 // answers the client with *startReply once the registry has indexed it; the registry
 // answers at once with an error when the reservation is gone (abandoned by a
-// teardown that could not wait any longer for the start).
+// teardown that could not wait any longer for the start). task is the task actor's
+// state, made by the client (off the registry's mailbox) with the hooks, or a queued
+// start's Spec.Run (called when it gets a slot); the registry fills in its snapshot
+// and starter and hands it to the spawning actor.
 type commitStart struct {
 	token uint64
-	hooks messages.Hooks
-	run   func() (messages.Hooks, error) // a queued start's Spec.Run, called when it gets a slot
+	task  *task
+}
+
+// newCommit is the commit of a reservation for hooks, or for run (a queued start).
+func newCommit(rt *Runtime, token uint64, hooks messages.Hooks, run func() (messages.Hooks, error)) *commitStart {
+	return &commitStart{token: token, task: newTask(rt, messages.Snapshot{}, hooks, run, nil)}
 }
 
 type startReply struct {
@@ -181,20 +190,32 @@ type abandonSet struct{ requester *actor.PID }
 
 // ---- sent by the runtime's own actors and timers to the registry ----
 
-// taskSpawned: a new task actor announces itself; the registry indexes it.
+// taskSpawned: a new task actor announces itself; the registry indexes it. entry is
+// the record the registry made at commit (with the snapshot the task starts from),
+// handed to the task and back untouched, so that no snapshot is copied into this
+// message. reported is the task's flag the registry sets when it answers for the
+// settled task from its index (see registry.answerSettled).
 type taskSpawned struct {
-	snap messages.Snapshot
-	pid  *actor.PID
+	entry    *taskEntry
+	pid      *actor.PID
+	reported *atomic.Bool
 }
 
 // taskChanged: a task's snapshot changed (stopping, reported).
 type taskChanged struct{ snap messages.Snapshot }
 
-// taskSettled: a task's terminal snapshot.
+// taskSettled: a task settled. It carries what settling changes in the snapshot —
+// status, detail, finish time, reported — and the registry applies it to its copy,
+// which every earlier change reached before (taskChanged), so that no whole snapshot
+// is copied into the message.
 type taskSettled struct {
-	snap   messages.Snapshot
-	queued bool  // it settled while queued: it never held a slot (queue.go)
-	bytes  int64 // the output's size, for a task with an output stream
+	id       messages.TaskID
+	status   messages.Status
+	detail   string
+	finished time.Time
+	reported bool
+	queued   bool  // it settled while queued: it never held a slot (queue.go)
+	bytes    int64 // the output's size, for a task with an output stream
 }
 
 // taskOutput: a task's output grew (task → registry, only while someone
@@ -223,14 +244,10 @@ type startsOverdue struct{ owner messages.AgentID }
 
 // ---- agent actor ----
 
-// spawnTask: spawn a committed task as a child and let it answer starter (registry →
-// agent).
-type spawnTask struct {
-	snap    messages.Snapshot
-	hooks   messages.Hooks
-	run     func() (messages.Hooks, error) // a queued task's Spec.Run (queue.go)
-	starter *actor.PID
-}
+// spawnTask: spawn a committed task as a child; it answers its starter (registry →
+// agent). The task's state is made by the registry and handed over whole: the
+// registry keeps no reference to it, the agent only spawns it.
+type spawnTask struct{ task *task }
 
 // runCleanups: run the agent's cleanups, those registered from inside them included;
 // answer cleanupsRan (registry → agent). drain marks the cleanups' contexts.

@@ -145,7 +145,7 @@ func (r *registry) slotFreed(ctx actor.Context, b *bucket, m *taskSettled) {
 	if m.queued {
 		b.queued--
 		for i, id := range b.waiting {
-			if id == m.snap.ID {
+			if id == m.id {
 				b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
 				break
 			}
@@ -328,7 +328,7 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 	t.snap.Started = time.Now()
 	tellRegistry(ctx, t.rt, &taskChanged{snap: t.snap})
 	t.watchOutput()
-	t.watchDone()
+	t.watchDone(ctx)
 	for _, k := range q.kills {
 		t.kills = append(t.kills, k.sender)
 		t.cancelAsync(k.reason, k.sender)

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -66,6 +67,8 @@ type registry struct {
 	overdue map[messages.AgentID]*time.Timer // armed start-overdue timers, by owner ("" = close)
 
 	subscribers map[*subscriber]struct{} // event subscriptions (Runtime.Subscribe)
+
+	spawner *taskSpawner // spawns the unowned task actors; nil until the first
 }
 
 type runtimePhase int
@@ -85,6 +88,9 @@ type taskEntry struct {
 	notified    bool   // the completion notice was claimed (notifyTask)
 	key         string // Spec.Key, "" for none (keys.go)
 	watchCounts        // live watches and the notice claims they hold (watch.go)
+	// reported is the task actor's reportedByIndex (nil once evicted): set when the
+	// registry answers for the settled task (answerSettled).
+	reported *atomic.Bool
 }
 
 // report marks a tombstone reported; while the task actor lives, the actor does.
@@ -199,7 +205,9 @@ func (r *registry) receive(ctx actor.Context) {
 			ctx.Respond(&messages.ReadReply{Err: notFound(m.ID)})
 		}
 	case *messages.KillTask:
-		if !r.route(ctx, m.ID, m.Caller) {
+		switch {
+		case r.answerSettled(ctx, m.ID, m.Caller):
+		case !r.route(ctx, m.ID, m.Caller):
 			ctx.Respond(&messages.KillReply{Err: notFound(m.ID)})
 		}
 	case *messages.ReadUntil:
@@ -225,6 +233,7 @@ func (r *registry) receive(ctx actor.Context) {
 		switch {
 		case m.Timeout <= 0:
 			ctx.Respond(&messages.WaitReply{ID: m.ID, Err: invalidWaitTimeout(m.Timeout)})
+		case r.answerSettled(ctx, m.ID, m.Caller):
 		case !r.route(ctx, m.ID, m.Caller):
 			ctx.Respond(&messages.WaitReply{ID: m.ID, Err: notFound(m.ID)})
 		}
@@ -468,22 +477,24 @@ func refusal(m any, err error) any {
 
 // ---- settlements ----
 
-// settled takes in a task's terminal snapshot: the index and counters, the event and
-// the metrics, the listeners, the owner's slot, and retention.
+// settled takes in a task's settlement: the index and counters, the event and the
+// metrics, the listeners, the owner's slot, and retention.
 func (r *registry) settled(ctx actor.Context, m *taskSettled) {
-	e, ok := r.tasks[m.snap.ID]
+	e, ok := r.tasks[m.id]
 	if !ok {
 		return
 	}
 	if e.snap.Status == messages.Queued {
-		r.rt.metrics.queueLeft(m.snap.Kind) // settled while queued
+		r.rt.metrics.queueLeft(e.snap.Kind) // settled while queued
 	}
-	e.snap = m.snap
+	e.snap.Status, e.snap.Detail, e.snap.Finished = m.status, m.detail, m.finished
+	e.snap.Reported = e.snap.Reported || m.reported
+	snap := e.snap
 	r.rt.nRunning.Add(-1)
 	r.rt.nRetained.Add(1)
-	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: m.snap.Owner, Task: m.snap, Bytes: m.bytes})
-	r.rt.metrics.taskSettled(m.snap)
-	if m.snap.Owner != "" && m.snap.Reported {
+	r.publish(messages.Event{Kind: messages.EventTaskSettled, Agent: snap.Owner, Task: snap, Bytes: m.bytes})
+	r.rt.metrics.taskSettled(snap)
+	if snap.Owner != "" && snap.Reported {
 		// Reported at settlement (a kill, a pending wait, teardown): no notice.
 		e.notified = true
 		r.rt.metrics.notice("suppressed")
@@ -491,15 +502,15 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 	// Listeners are silent from the moment Close begins.
 	if r.phase == runtimeOpen && !r.rt.closing.Load() {
 		for _, pid := range r.listeners {
-			tellListener(ctx, pid, &settlement{snap: m.snap})
+			tellListener(ctx, pid, &settlement{snap: snap})
 		}
 	}
-	b := r.bucketOf(m.snap.Owner)
+	b := r.bucketOf(snap.Owner)
 	if b == nil {
 		return
 	}
 	r.slotFreed(ctx, b, m)
-	b.retained.push(m.snap.ID)
+	b.retained.push(snap.ID)
 	for b.retained.len() > r.rt.cfg.retention {
 		r.evict(ctx, b, b.retained.pop())
 	}
@@ -542,6 +553,36 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 	case *messages.InputTask:
 		ctx.Respond(&messages.InputReply{Snapshot: e.snap,
 			Err: fmt.Errorf("%w: %s is %s", messages.ErrTaskEnded, e.snap.ID, e.snap.Status)})
+	}
+	return true
+}
+
+// answerSettled answers a wait or a kill on a settled task that still has its actor
+// from the index, the way the task actor would (the terminal snapshot; already
+// terminal) and without the hop to it: the registry's snapshot of a settled task is
+// the task's own (taskSettled came before), but for Reported, which the registry sets
+// here and in the task's flag (task.reportedByIndex, shared through taskSpawned),
+// which the task takes into its snapshot before it handles its next message. Every
+// later request reaches the task through the registry, after the flag was set, so
+// the task's later replies show it — without a message to the task. The
+// answer shows the model the task's end, so the task is reported before it is
+// answered: a completion notice claimed after this answer is suppressed. It reports
+// false when the request is not one it answers (unknown, fenced, live, tombstone:
+// route has those rules).
+func (r *registry) answerSettled(ctx actor.Context, id messages.TaskID, caller messages.AgentID) bool {
+	e, ok := r.tasks[id]
+	if !ok || e.pid == nil || !e.snap.Status.Terminal() || !r.visible(e.snap.Owner, caller) {
+		return false
+	}
+	if !e.snap.Reported {
+		e.snap.Reported = true
+		e.reported.Store(true)
+	}
+	switch ctx.Message().(type) {
+	case *messages.WaitTask:
+		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
+	case *messages.KillTask:
+		ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
 	}
 	return true
 }

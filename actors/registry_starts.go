@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,9 @@ func (r *registry) reserve(m *reserveStart, sender *actor.PID) *reserveReply {
 	if len(r.surfaces) == 0 {
 		return fail(messages.ErrNoSurface)
 	}
-	if !messages.KindPattern().MatchString(m.kind) {
+	// A kind that committed before is valid (counters has only such kinds): the
+	// pattern runs once per kind, not once per start.
+	if _, known := r.counters[m.kind]; !known && !messages.KindPattern().MatchString(m.kind) {
 		return fail(fmt.Errorf("%w: kind %q must match %s", messages.ErrInvalidSpec, m.kind, messages.KindPattern()))
 	}
 	if strings.TrimSpace(m.label) == "" {
@@ -77,8 +80,10 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	}
 	delete(r.starts, m.token)
 	r.counters[res.kind]++
+	var buf [48]byte // the id in one allocation: <kind>-<n>
+	id := strconv.AppendInt(append(append(buf[:0], res.kind...), '-'), int64(r.counters[res.kind]), 10)
 	snap := messages.Snapshot{
-		ID:      messages.TaskID(fmt.Sprintf("%s-%d", res.kind, r.counters[res.kind])),
+		ID:      messages.TaskID(id),
 		Kind:    res.kind,
 		Label:   res.label,
 		Owner:   res.owner,
@@ -95,35 +100,45 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	// the index holds the task before anyone can name it. The reservation stays
 	// pending until taskSpawned, so a disposal of the owner waits for it and the
 	// agent actor is never asked to spawn once it began its teardown.
+	t := m.task // made by the client; the registry keeps no reference to it
+	t.snap, t.starter = snap, ctx.Sender()
+	t.entry = &taskEntry{snap: snap} // indexed when the task announces itself (spawned)
 	if res.owner == "" {
-		if _, err := ctx.SpawnNamed(newTaskProps(r.rt, snap, m.hooks, m.run, ctx.Sender()), string(snap.ID)); err != nil {
+		if r.spawner == nil {
+			r.spawner = newTaskSpawner(r.rt)
+		}
+		if _, err := r.spawner.spawn(ctx, t); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
 		}
 		return
 	}
-	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{snap: snap, hooks: m.hooks, run: m.run, starter: ctx.Sender()})
+	// The task's state is handed over: the agent actor only spawns it.
+	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{task: t})
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.seq++
-	r.tasks[m.snap.ID] = &taskEntry{snap: m.snap, pid: m.pid, seq: r.seq}
-	b := r.bucketOf(m.snap.Owner) // the owner cannot be gone: its disposal waits for this start
-	b.ids = append(b.ids, m.snap.ID)
-	r.keyIndexed(ctx, r.tasks[m.snap.ID])
-	if m.snap.Status == messages.Queued {
-		r.rt.metrics.taskQueued(m.snap.Kind) // before the event, as in taskChanged
-		r.publish(messages.Event{Kind: messages.EventTaskQueued, Agent: m.snap.Owner, Task: m.snap})
-		defer r.queuedIndexed(ctx, m.snap.Owner, b, m.snap.ID)
+	e := m.entry
+	e.pid, e.seq, e.reported = m.pid, r.seq, m.reported
+	snap := &e.snap
+	r.tasks[snap.ID] = e
+	b := r.bucketOf(snap.Owner) // the owner cannot be gone: its disposal waits for this start
+	b.ids = append(b.ids, snap.ID)
+	r.keyIndexed(ctx, e)
+	if snap.Status == messages.Queued {
+		r.rt.metrics.taskQueued(snap.Kind) // before the event, as in taskChanged
+		r.publish(messages.Event{Kind: messages.EventTaskQueued, Agent: snap.Owner, Task: *snap})
+		defer r.queuedIndexed(ctx, snap.Owner, b, snap.ID)
 	} else {
-		r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
-		r.rt.metrics.taskStarted(m.snap.Kind)
+		r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: snap.Owner, Task: *snap})
+		r.rt.metrics.taskStarted(snap.Kind)
 	}
-	if m.snap.Owner == "" && r.phase == runtimeClosing {
+	if snap.Owner == "" && r.phase == runtimeClosing {
 		// Committed after the close began: tear it down like the others.
 		r.awaiting[m.pid.Id] = struct{}{}
 		requestTask(ctx, m.pid, &teardown{reason: "runtime closed"})
 	}
-	r.startResolved(ctx, m.snap.Owner, b)
+	r.startResolved(ctx, snap.Owner, b)
 }
 
 // startResolved accounts for a start that committed (and was indexed) or aborted:

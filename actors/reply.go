@@ -80,6 +80,15 @@ func (rt *Runtime) roundTrip(ctx context.Context, msg any) (any, error) {
 	}
 	r := newReply(rt)
 	rt.system.Root.RequestWithCustomSender(rt.registry, msg, r.pid)
+	if ctx.Done() == nil { // a context that never ends (a start's calls): one case less
+		select {
+		case m := <-r.ch:
+			r.recycle()
+			return rt.checkReply(m)
+		case <-rt.stopped:
+			return rt.stoppedReply(r)
+		}
+	}
 	select {
 	case m := <-r.ch:
 		r.recycle()
@@ -88,13 +97,19 @@ func (rt *Runtime) roundTrip(ctx context.Context, msg any) (any, error) {
 		r.release()
 		return nil, ctx.Err()
 	case <-rt.stopped:
-		r.release()
-		select {
-		case m := <-r.ch:
-			return rt.checkReply(m)
-		default:
-			return nil, rt.closedErr()
-		}
+		return rt.stoppedReply(r)
+	}
+}
+
+// stoppedReply is a round trip's answer once the runtime stopped: the answer if it
+// came, else ErrClosed.
+func (rt *Runtime) stoppedReply(r *reply) (any, error) {
+	r.release()
+	select {
+	case m := <-r.ch:
+		return rt.checkReply(m)
+	default:
+		return nil, rt.closedErr()
 	}
 }
 
@@ -114,6 +129,16 @@ func (rt *Runtime) abandonable(ctx context.Context, m messages.Request, abandon 
 	}
 	r := newReply(rt)
 	rt.system.Root.RequestWithCustomSender(rt.registry, m, r.pid)
+	if ctx.Done() == nil { // a context that never ends: nothing to abandon
+		select {
+		case a := <-r.ch:
+			r.recycle()
+			return a, false, nil
+		case <-rt.stopped:
+			r.release()
+			return nil, false, rt.closedErr()
+		}
+	}
 	select {
 	case a := <-r.ch:
 		r.recycle()

@@ -75,7 +75,7 @@ func (r *registry) evict(ctx actor.Context, b *bucket, id messages.TaskID) {
 		return
 	}
 	ctx.Poison(e.pid)
-	e.pid = nil
+	e.pid, e.reported = nil, nil
 	e.snap.Evicted = true
 	r.keyEvicted(b, e)
 	r.publish(messages.Event{Kind: messages.EventTaskEvicted, Agent: e.snap.Owner, Task: e.snap})

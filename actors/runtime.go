@@ -113,7 +113,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	}
 	rt.pool = newPool(poolWorkers, 300)
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistry(rt) },
-		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool))
+		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
 	pid, err := rt.system.Root.SpawnNamed(props, "taskrt-registry"+rt.system.ProcessRegistry.NextId())
 	if err != nil {
 		rt.pool.close()

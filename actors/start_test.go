@@ -203,3 +203,41 @@ func TestStartForUnknownOrDisposingOwner(t *testing.T) {
 	assert.Zero(t, f.runs())
 	assert.True(t, errors.Is(rt.Agents().Dispose(bg, "a1"), messages.ErrOwnerUnknown))
 }
+
+// TestWorkDoneWithinRunIsSettledWhenStartReturns pins the instant-outcome rule: when
+// Done already holds the outcome as the task actor starts, and no output
+// announcement is on its way (nothing written, or no event subscriber to announce
+// it to), the task settles on the spot, before its starter is answered — so the
+// first call that names the id finds it settled, and a wait on it is answered from
+// the registry's index. With an output announcement pending, the outcome waits
+// behind it (TestOutputWrittenBeforeTheWatchComesBeforeTheSettlement).
+func TestWorkDoneWithinRunIsSettledWhenStartReturns(t *testing.T) {
+	cases := []struct {
+		name   string
+		stream bool
+		output string
+	}{
+		{"final kind", false, ""},
+		{"stream kind, no output", true, ""},
+		{"stream kind, output and no subscriber", true, "printed\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rt := newRT(t, actors.WithoutOwnerLimit(), actors.WithRetention(200))
+			register(t, rt, "a1")
+			for range 100 {
+				f := newFake()
+				if c.output != "" {
+					f.Buffered()
+					f.Emit(c.output)
+				}
+				f.Finish(messages.Outcome{Status: messages.Completed, Output: "result"})
+				id := start(t, rt, f.spec("bash", "a1", c.stream))
+				s, err := rt.Tasks().Get(bg, id, "a1")
+				require.NoError(t, err)
+				require.Equal(t, messages.Completed, s.Status, "%s right after Start returned", id)
+				require.False(t, s.Reported)
+			}
+		})
+	}
+}

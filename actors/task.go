@@ -44,6 +44,7 @@ type task struct {
 	snap    messages.Snapshot
 	hooks   messages.Hooks
 	starter *actor.PID // answered with startReply once the registry indexed the task
+	entry   *taskEntry // the registry's record, made at commit: handed back untouched in taskSpawned
 	output  string     // final output, final-only kinds
 
 	waiters    []*waiter    // pending waits, in arrival order
@@ -61,15 +62,19 @@ type task struct {
 	// mailbox, read by the growth callback): growth is sent home only then or while
 	// events have a subscriber.
 	listening atomic.Bool
+	// reportedByIndex is set by the registry when it answered a wait or kill on the
+	// settled task from its index (registry.answerSettled) and marked it reported
+	// there; Receive takes it into snap before each message.
+	reportedByIndex atomic.Bool
+	writing         bool // an Input call is in flight
+	inputShut       bool // an input with eof was accepted: later inputs are refused
+	overdue         bool // the settle timer fired: answer teardown even with a Cancel hung
 
-	inputs    []*inputReq  // accepted inputs not yet answered, in arrival order; [0] is being written when writing
-	writing   bool         // an Input call is in flight
-	inputShut bool         // an input with eof was accepted: later inputs are refused
-	parked    *parkedInput // a failed write whose answer waits for the task's end
-	watch     *watch       // the Done watch; nil when the outcome was there at once
-	settleT   *time.Timer  // armed by teardown; fires settleTimeout
-	overdue   bool         // the settle timer fired: answer teardown even with a Cancel hung
-	stopAt    time.Time    // when the task moved to stopping (for the stop-duration metric)
+	inputs  []*inputReq  // accepted inputs not yet answered, in arrival order; [0] is being written when writing
+	parked  *parkedInput // a failed write whose answer waits for the task's end
+	watch   *watch       // the Done watch; nil when the outcome was there at once
+	settleT *time.Timer  // armed by teardown; fires settleTimeout
+	stopAt  time.Time    // when the task moved to stopping (for the stop-duration metric)
 }
 
 type taskPhase int
@@ -111,25 +116,60 @@ const (
 	settleTimedOut
 )
 
-// newTaskProps makes a task actor; a queued task (run set) starts in phaseQueued
-// and calls run when the registry hands it a slot (queue.go).
-func newTaskProps(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
-		if run != nil {
-			t.phase, t.queue = phaseQueued, &queuedStart{run: run}
-		}
+// taskSpawner spawns the task actors of one spawning actor (the registry for unowned
+// tasks, an agent actor for its own) from one Props made once: the actor to start is
+// handed to the Props' producer through next, which protoactor calls synchronously
+// inside SpawnNamed, on the spawning actor's goroutine. A task actor is never
+// restarted (its parent's supervisor stops it), so the producer runs once per spawn.
+// It saves the Props and closures a Props per task cost (four allocations a start).
+type taskSpawner struct {
+	props *actor.Props
+	next  *task
+}
+
+func newTaskSpawner(rt *Runtime) *taskSpawner {
+	s := &taskSpawner{}
+	s.props = actor.PropsFromProducer(func() actor.Actor {
+		t := s.next
+		s.next = nil
 		return t
-	}, actor.WithDispatcher(rt.pool))
+	}, actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
+	return s
+}
+
+// newTask makes a task actor's state; a queued task (run set) starts in phaseQueued
+// and calls run when the registry hands it a slot (queue.go).
+func newTask(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) *task {
+	t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
+	if run != nil {
+		t.phase, t.queue = phaseQueued, &queuedStart{run: run}
+	}
+	return t
+}
+
+// spawn spawns t's actor as ctx's child named after the task.
+func (s *taskSpawner) spawn(ctx actor.Context, t *task) (*actor.PID, error) {
+	s.next = t
+	defer func() { s.next = nil }()
+	return ctx.SpawnNamed(s.props, string(t.snap.ID))
 }
 
 func (t *task) Receive(ctx actor.Context) {
+	if !t.snap.Reported && t.reportedByIndex.Load() {
+		t.markReported() // the registry knows: it answered a wait or kill for it
+	}
 	// The runtime's own code should never panic here; if it does, the task is
 	// recorded failed rather than restarted (a restart would lose the outcome and
 	// could never be what a background task wants).
 	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
+		// A panic in the Started handler after the actor announced itself must not
+		// leave its starter waiting: answer it now, after the failed settlement.
+		if t.starter != nil && t.self != nil {
+			ctx.Send(t.starter, &startReply{id: t.snap.ID})
+			t.starter = nil
+		}
 	}
 	if len(t.untils) == 0 && len(t.watches) == 0 && t.listening.Load() {
 		t.listening.Store(false)
@@ -140,21 +180,32 @@ func (t *task) receive(ctx actor.Context) {
 	if t.phase == phaseQueued && t.receiveQueued(ctx) {
 		return
 	}
+	if t.rt.cfg.taskHook != nil {
+		if _, started := ctx.Message().(*actor.Started); !started { // Started calls it itself
+			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
 		t.self = ctx.Self()
-		tellRegistry(ctx, t.rt, &taskSpawned{snap: t.snap, pid: t.self})
-		if t.starter != nil {
-			ctx.Send(t.starter, &startReply{id: t.snap.ID})
-			t.starter = nil
+		tellRegistry(ctx, t.rt, &taskSpawned{entry: t.entry, pid: t.self, reported: &t.reportedByIndex})
+		t.entry = nil
+		if t.rt.cfg.taskHook != nil {
+			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
 		}
 		// Output first: output written before now is announced with a message to
 		// self, which must reach the mailbox before any outcome the Done watcher
 		// forwards, so that a task's output event never follows its settlement.
 		if t.phase != phaseQueued { // a queued task watches once it runs (queue.go)
 			t.watchOutput()
-			t.watchDone()
+			t.watchDone(ctx)
+		}
+		// The starter last: a task whose work was done within Run has settled by
+		// now (watchDone), so the settlement is indexed before the id is known.
+		if t.starter != nil {
+			ctx.Send(t.starter, &startReply{id: t.snap.ID})
+			t.starter = nil
 		}
 	case *outcomeMsg:
 		t.outcome(ctx, m)
@@ -275,7 +326,8 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
 		}
-		tellRegistry(ctx, t.rt, &taskSettled{snap: t.snap, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
+		tellRegistry(ctx, t.rt, &taskSettled{id: t.snap.ID, status: t.snap.Status, detail: t.snap.Detail, finished: t.snap.Finished,
+			reported: t.snap.Reported, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
 		for _, w := range t.waiters {
 			w.timer.Stop()
 			if t.rt.alive(w.pid) { // a requester that gave up gets nothing
@@ -325,13 +377,20 @@ func (t *task) outcome(ctx actor.Context, m *outcomeMsg) {
 
 // watchDone waits for the producer's Done off the mailbox and sends the outcome home.
 // An outcome that is there already (work done within Run) is taken at once, without
-// a watcher goroutine; it still goes home as a message, after whatever watchOutput
-// sent, so that output is announced before the settlement either way.
-func (t *task) watchDone() {
+// a watcher goroutine: it settles the task on the spot when no output announcement
+// is on its way to the mailbox (grew unset: nothing written before now needs an
+// event, or no one subscribes), and otherwise goes home as a message, after what
+// watchOutput sent, so that output is announced before the settlement either way.
+// Called on the mailbox, after watchOutput.
+func (t *task) watchDone(ctx actor.Context) {
 	done, self, rt := t.hooks.Done, t.self, t.rt
 	select {
 	case o, ok := <-done:
-		tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
+		if t.grew.Load() {
+			tellTask(ctx, self, &outcomeMsg{outcome: o, ok: ok})
+			return
+		}
+		t.outcome(ctx, &outcomeMsg{outcome: o, ok: ok})
 		return
 	default:
 	}

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -147,4 +148,63 @@ func TestSettleTimeoutAbandonsTaskThatNeverSettles(t *testing.T) {
 		assert.Equal(t, 1, rt.Stats().Abandoned)
 		assert.Equal(t, "owner disposed", <-f.Cancels)
 	})
+}
+
+// TestWaitAndKillOnASettledTaskAreAnsweredFromTheIndex pins the settled-task rule of
+// the registry: a wait or a kill on a task that has settled (its actor still holds its
+// record) is answered by the registry from its index — the terminal snapshot, marked
+// reported; already-terminal — with no round trip through the task actor (no
+// taskChanged comes back), and the task's own later replies show it reported, and no
+// completion notice goes out for it.
+func TestWaitAndKillOnASettledTaskAreAnsweredFromTheIndex(t *testing.T) {
+	for _, op := range []string{"wait", "kill"} {
+		t.Run(op, func(t *testing.T) {
+			var mu sync.Mutex
+			var seen []string
+			rt := newRT(t, actors.WithRegistryHook(func(m any) {
+				mu.Lock()
+				seen = append(seen, fmt.Sprintf("%T", m))
+				mu.Unlock()
+			}))
+			register(t, rt, "a1")
+			rec := record(rt)
+			f := newFake()
+			id := start(t, rt, f.spec("bash", "a1", true))
+			f.Finish(messages.Outcome{Status: messages.Completed})
+			settled := rec.next(t) // the registry indexed the settlement
+			require.False(t, settled.Reported)
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+
+			switch op {
+			case "wait":
+				s, err := rt.Tasks().Wait(bg, id, "a1", time.Minute)
+				require.NoError(t, err)
+				assert.Equal(t, messages.Completed, s.Status)
+				assert.True(t, s.Reported, "a wait that returned the end marks the task reported")
+			case "kill":
+				res, err := rt.Tasks().Kill(bg, id, "a1", "late")
+				require.NoError(t, err)
+				assert.Equal(t, messages.KillAlreadyTerminal, res)
+			}
+			// The task actor learnt it: its own reply (Read is routed to it, after the
+			// registry's word) shows the snapshot reported, and it has nothing to tell
+			// the registry back.
+			rd, err := rt.Tasks().Read(bg, id, "a1")
+			require.NoError(t, err)
+			assert.True(t, rd.Snapshot.Reported, "the task actor's snapshot after the registry answered")
+			g, err := rt.Tasks().Get(bg, id, "a1") // after anything the task sent back
+			require.NoError(t, err)
+			assert.True(t, g.Reported)
+			delivered, err := rt.Tasks().Notify(bg, id, "notice")
+			require.NoError(t, err)
+			assert.False(t, delivered, "no notice for a task the model saw end")
+
+			mu.Lock()
+			defer mu.Unlock()
+			assert.NotContains(t, seen, "*actors.taskChanged", "the answer made no round trip through the task actor")
+			assert.Contains(t, seen, "*messages.ReadTask")
+		})
+	}
 }

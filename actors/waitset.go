@@ -36,7 +36,7 @@ func newSetWaiterProps(rt *Runtime, req *messages.WaitTasks, requester *actor.PI
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &setWaiter{rt: rt, req: req, requester: requester,
 			snaps: make([]messages.Snapshot, len(req.IDs)), answered: make([]bool, len(req.IDs))}
-	}, actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool))
+	}, actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
 }
 
 func (w *setWaiter) Receive(ctx actor.Context) {

@@ -244,6 +244,7 @@ type outputWatch struct {
 	partial []byte // the unfinished line after off's predecessor bytes (bounded)
 	cut     bool   // partial was cut at watchPartial
 	d       *delivery
+	matched bool        // the scan in progress handed d a line: wake it once the scan ends
 	timer   *time.Timer // nil without a timeout
 	timeout time.Duration
 }
@@ -309,6 +310,12 @@ func (t *task) scanWatches(final bool) {
 			w.line(w.partial)
 			w.partial = w.partial[:0]
 		}
+		// One wake-up per scan: the lines one scan matched go out together (in one
+		// notice, unless the delivery is still injecting the previous one).
+		if w.matched {
+			w.matched = false
+			w.d.signal()
+		}
 	}
 }
 
@@ -342,6 +349,7 @@ func (w *outputWatch) keep(b []byte) {
 func (w *outputWatch) line(b []byte) {
 	b = bytes.TrimSuffix(b, []byte("\r"))
 	if w.re.Match(b) {
+		w.matched = true
 		w.d.add(string(b))
 	}
 }
@@ -424,6 +432,8 @@ func (d *delivery) signal() {
 	}
 }
 
+// add queues a matched line; the scan that found it wakes the delivery when it ends
+// (signal), so that one scan's lines are delivered together.
 func (d *delivery) add(line string) {
 	d.mu.Lock()
 	if !d.closed {
@@ -434,7 +444,6 @@ func (d *delivery) add(line string) {
 		}
 	}
 	d.mu.Unlock()
-	d.signal()
 }
 
 func (d *delivery) close(closing string) {
@@ -449,7 +458,7 @@ func (d *delivery) close(closing string) {
 // run delivers notices until the watch is closed or capped, then tells the
 // registry the watch ended.
 func (d *delivery) run() {
-	defer tellRegistry(d.rt.system.Root, d.rt, &watchEnded{id: d.id, owner: d.owner})
+	defer d.ended()
 	sent := 0
 	for range d.wake {
 		d.mu.Lock()
@@ -473,6 +482,20 @@ func (d *delivery) run() {
 			return
 		}
 	}
+}
+
+// ended tells the registry the watch ended — unless the runtime is closing. A close
+// does not wait for the deliveries its teardown closed, so the last one may end
+// after the registry stopped, and a message to a stopped registry is a dead letter
+// (which keeps protoactor's dead-letter throttle goroutine alive for its interval
+// after Close returned: a synctest bubble then ends with a goroutine left). Once a
+// close began the counts have no use: notices are over, and the claims held for
+// the task are answered when its record is dropped (releaseClaims).
+func (d *delivery) ended() {
+	if d.rt.closing.Load() {
+		return
+	}
+	tellRegistry(d.rt.system.Root, d.rt, &watchEnded{id: d.id, owner: d.owner})
 }
 
 // inject delivers one notice to the owner, if it is still live and open.

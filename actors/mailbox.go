@@ -1,0 +1,193 @@
+package actors
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// mailbox is the protoactor Mailbox of the runtime's actors. protoactor's unbounded
+// mailbox costs five allocations to make (a ring queue for user messages, a linked
+// queue for system messages), one per system message (a queue node), and one per
+// scheduling (the method value it hands the dispatcher): about a dozen allocations of
+// a task lifecycle, which is short and touches four mailboxes. This one keeps both
+// queues as slices under one mutex (a push after warm-up allocates nothing) and binds
+// its run function once.
+//
+// It keeps protoactor's mailbox contract: system messages before user messages;
+// SuspendMailbox stops user messages until ResumeMailbox (system messages go on);
+// at most the dispatcher's throughput messages, then the goroutine yields; a panic
+// that escapes the invoker is escalated with the message; a message posted while
+// the mailbox goes idle is never stranded (the status is re-checked after idling).
+// Runtime actors never post MessageBatch values, but a batch is expanded as
+// protoactor does (its messages, then the batch itself).
+type mailbox struct {
+	mu        sync.Mutex
+	system    fifo
+	user      fifo
+	status    atomic.Int32 // mailboxIdle or mailboxRunning
+	suspended atomic.Bool  // written by the run loop only
+
+	invoker    actor.MessageInvoker
+	dispatcher actor.Dispatcher
+	run        func() // processMessages, bound once
+}
+
+const (
+	mailboxIdle int32 = iota
+	mailboxRunning
+)
+
+// newMailbox is the runtime actors' actor.MailboxProducer.
+func newMailbox() actor.Mailbox {
+	m := &mailbox{}
+	m.system.items = m.system.inline[:0]
+	m.user.items = m.user.inline[:0]
+	m.run = m.processMessages
+	return m
+}
+
+func (m *mailbox) PostUserMessage(msg any) {
+	if batch, ok := msg.(actor.MessageBatch); ok {
+		for _, b := range batch.GetMessages() {
+			m.PostUserMessage(b)
+		}
+	}
+	if env, ok := msg.(*actor.MessageEnvelope); ok {
+		if batch, ok := env.Message.(actor.MessageBatch); ok {
+			for _, b := range batch.GetMessages() {
+				m.PostUserMessage(b)
+			}
+		}
+	}
+	m.mu.Lock()
+	m.user.push(msg)
+	m.mu.Unlock()
+	m.schedule()
+}
+
+func (m *mailbox) PostSystemMessage(msg any) {
+	m.mu.Lock()
+	m.system.push(msg)
+	m.mu.Unlock()
+	m.schedule()
+}
+
+func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
+	m.invoker, m.dispatcher = invoker, dispatcher
+}
+
+func (m *mailbox) Start() {}
+
+func (m *mailbox) UserMessageCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.user.len()
+}
+
+func (m *mailbox) schedule() {
+	if m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+		m.dispatcher.Schedule(m.run)
+	}
+}
+
+// processMessages runs batches until the mailbox is empty (or suspended with only
+// user messages left) and idle.
+func (m *mailbox) processMessages() {
+	for {
+		m.batch()
+		m.status.Store(mailboxIdle)
+		m.mu.Lock()
+		more := m.system.len() > 0 || (!m.suspended.Load() && m.user.len() > 0)
+		m.mu.Unlock()
+		// A message posted after the batch ended and before the status went idle
+		// found it running and did not schedule: take it here.
+		if !more || !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+			return
+		}
+	}
+}
+
+func (m *mailbox) batch() {
+	var msg any
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	i, t := 0, m.dispatcher.Throughput()
+	for {
+		if i > t {
+			i = 0
+			runtime.Gosched()
+		}
+		i++
+		m.mu.Lock()
+		if sys, ok := m.system.pop(); ok {
+			m.mu.Unlock()
+			msg = sys
+			switch sys.(type) {
+			case *actor.SuspendMailbox:
+				m.suspended.Store(true)
+			case *actor.ResumeMailbox:
+				m.suspended.Store(false)
+			default:
+				m.invoker.InvokeSystemMessage(sys)
+			}
+			continue
+		}
+		if m.suspended.Load() {
+			m.mu.Unlock()
+			return
+		}
+		user, ok := m.user.pop()
+		m.mu.Unlock()
+		if !ok {
+			return
+		}
+		msg = user
+		m.invoker.InvokeUserMessage(user)
+	}
+}
+
+// fifo is a queue on a slice: popped slots are cleared, the slice is reused once
+// drained and compacted when most of it is popped, and a large one is dropped once
+// drained, so that a burst does not pin its memory. Its first slots are inline (a
+// task actor's mailbox rarely holds more than two messages at once), so that a new
+// mailbox allocates nothing for its first messages.
+type fifo struct {
+	items  []any
+	head   int
+	inline [2]any
+}
+
+func (q *fifo) len() int { return len(q.items) - q.head }
+
+func (q *fifo) push(m any) {
+	if q.head > 64 && q.head*2 > len(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, m)
+}
+
+func (q *fifo) pop() (any, bool) {
+	if q.head == len(q.items) {
+		return nil, false
+	}
+	m := q.items[q.head]
+	q.items[q.head] = nil
+	q.head++
+	if q.head == len(q.items) {
+		if cap(q.items) > 1024 {
+			q.items = q.inline[:0]
+		} else {
+			q.items = q.items[:0]
+		}
+		q.head = 0
+	}
+	return m, true
+}
