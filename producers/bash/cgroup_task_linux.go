@@ -404,8 +404,10 @@ func (c *taskCgroup) remove() error {
 // on 6.18) then kills every process forked into it with CLONE_INTO_CGROUP at
 // once, as if the kill were still under way (the fork compares the target's kill
 // count with the forking thread's cgroup's). That covers the kills of this
-// producer (killed) and a task that killed its own cgroup while its leader lived
-// (the leader then died of SIGKILL: not proven).
+// producer (killed), a task that killed its own cgroup while its leader lived
+// (the leader then died of SIGKILL: not proven), and one whose process killed it
+// after the leader exited (that process was still counted at the settle: not
+// alone).
 func (c *taskCgroup) reusable() bool {
 	if !c.proven || c.killed || c.limits.any() {
 		return false
@@ -424,10 +426,13 @@ func (c *taskCgroup) reusable() bool {
 	if unix.Stat(c.dir, &st) != nil || st.Nlink != 2 { // a kernfs directory links 2 + its subdirectories
 		return false
 	}
-	if c.counter != "" && !c.alone { // the reaper reaped orphans: all gone?
-		if n, ok := c.processCount(); !ok || n != 0 {
-			return false
-		}
+	// Nothing but the leader was left when it had exited: a process that wrote
+	// cgroup.kill while the leader lived killed it (not proven), and one that wrote
+	// it after the leader exited was still counted at the settle, alive or a
+	// zombie, so the cgroup of a task that left anything is never reused. Without
+	// a process count nothing can say so, and nothing is reused.
+	if !c.alone {
+		return false
 	}
 	if dir, ok := c.v1["pids"]; ok {
 		if unix.Stat(dir, &st) != nil || st.Nlink != 2 || !holds(unix.AT_FDCWD, dir+"/pids.max", "max") {

@@ -23,7 +23,8 @@ import (
 //     next task opens it again for CLONE_INTO_CGROUP;
 //   - a cgroup goes back to the pool only once its task settled with nothing left
 //     (nothing lived in it when the leader had exited, "populated 0" and "frozen
-//     0", and no zombie of the task was left: see taskCgroup.proven), its leader
+//     0", and its process count said the leader was all that was left: see
+//     taskCgroup.reusable; where no pids controller counts, nothing is reused), its leader
 //     is reaped, and it is still as a new one would be: no nested cgroup, no
 //     process counted in its pids count, every limit file at its default value (a
 //     task may write its own cgroup's files: one that did is removed, not reused);

@@ -116,6 +116,30 @@ func TestCgroupPool(t *testing.T) {
 		requireQuiet(t, p)
 	})
 
+	t.Run("a cgroup killed through cgroup.kill after its shell exited is not reused, and the next task runs", func(t *testing.T) {
+		p := newPoolProducer(t)
+		dir := parkOne(t, p)
+		// The monitor is held once the shell has exited; the task's last process
+		// kills the cgroup then, and is a zombie of this process when the settle looks.
+		goFile := filepath.Join(t.TempDir(), "go")
+		exited, release := make(chan struct{}), make(chan struct{})
+		testHookLeaderExited = func() { close(exited); <-release }
+		t.Cleanup(func() { testHookLeaderExited = nil })
+		h := startTask(t, p, Command{Command: fmt.Sprintf(
+			`(trap '' TERM; while [ ! -e %s ]; do sleep 0.01; done; echo 1 > %s/cgroup.kill; sleep 1000) & exit 0`, goFile, dir)})
+		<-exited
+		testHookLeaderExited = nil
+		require.NoError(t, os.WriteFile(goFile, nil, 0o600))
+		require.Eventually(t, func() bool { return populated(dir) == 0 }, settleLimit, time.Millisecond, "the task's process killed its cgroup")
+		close(release)
+		o := h.awaitDone(t, settleLimit)
+		assert.Equal(t, "exit code: 0", o.Detail)
+		assert.NoDirExists(t, dir, "the killed cgroup is removed")
+		o, _ = runIn(t, p, Command{Command: "exit 3"})
+		assert.Equal(t, "exit code: 3", o.Detail, "not killed at its start")
+		requireQuiet(t, p)
+	})
+
 	t.Run("a cgroup its task changed is not reused", func(t *testing.T) {
 		for _, tc := range []struct {
 			name   string
@@ -159,13 +183,14 @@ func TestCgroupPool(t *testing.T) {
 			}},
 			{"its settle failed", func(c *taskCgroup) { c.proven = false }},
 			{"it was killed", func(c *taskCgroup) { c.killed = true }},
+			{"its count said more than the leader was left", func(c *taskCgroup) { c.alone = false }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := newPoolProducer(t)
 				c, err := p.pool.get(p.cfg.logger)
 				require.NoError(t, err)
 				require.Equal(t, 0, c.look()) // as a settle that found nothing left
-				c.proven = true
+				c.proven, c.alone = true, true
 				tc.change(c)
 				require.NoError(t, c.release())
 				assert.NoDirExists(t, c.dir)
@@ -177,7 +202,7 @@ func TestCgroupPool(t *testing.T) {
 			c, err := p.pool.get(p.cfg.logger)
 			require.NoError(t, err)
 			require.Equal(t, 0, c.look())
-			c.proven = true
+			c.proven, c.alone = true, true
 			require.NoError(t, c.release())
 			assert.Equal(t, []string{c.dir}, pooledCgroups(p))
 		})
