@@ -465,6 +465,9 @@ func (s *Sim) Close(ctx context.Context) error {
 	if err := s.rt.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("close runtime: %w", err))
 	}
+	if err := s.bash.Close(); err != nil { // the empty cgroups it kept for later commands
+		errs = append(errs, fmt.Errorf("close bash producer: %w", err))
+	}
 	s.unsub()
 	s.taskTools.Close()
 	// Sub-agent runs that outlived their task (a foreground run whose caller never

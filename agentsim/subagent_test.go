@@ -3,6 +3,7 @@ package agentsim_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -388,5 +389,42 @@ func TestCloseWaitsForTheListenersToCatchUp(t *testing.T) {
 	}
 	if n := sim.Notices(); n.Delivered+n.Suppressed+n.Failed != 2 {
 		t.Errorf("notices = %+v, want both settlements handled", n)
+	}
+}
+
+// TestCloseLeavesNoCgroupOfTheSimsCommands: in cgroup mode the Sim's bash producer
+// keeps the empty cgroups of settled commands for the next ones; Close removes them.
+func TestCloseLeavesNoCgroupOfTheSimsCommands(t *testing.T) {
+	sim := newSim(t)
+	parent, ok := strings.CutPrefix(sim.Containment(), "cgroup (a cgroup v2 per task under ")
+	if !ok {
+		t.Skipf("not in cgroup mode here: %s", sim.Containment())
+	}
+	parent = strings.TrimSuffix(parent, ")")
+	ctx := ctxT(t)
+	if _, err := sim.Register(ctx, "a1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, sim, ctx, "a1", "bash", `{"command":"echo hi"}`); r.IsError {
+		t.Fatal(r.Text)
+	}
+	taskDirs := func() []string {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dirs []string
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "task-") {
+				dirs = append(dirs, e.Name())
+			}
+		}
+		return dirs
+	}
+	if err := sim.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := taskDirs(); len(got) != 0 {
+		t.Errorf("task cgroups left after Close: %v", got)
 	}
 }

@@ -267,7 +267,7 @@ func (w *Worker) Close(ctx context.Context) error {
 		_ = s.Unsubscribe()
 	}
 	w.lease.release(context.Background())
-	return nil
+	return w.bash.Close() // the empty cgroups it kept for later commands
 }
 
 // offerSlotLocked subscribes to starts while a slot is free: the queue group then

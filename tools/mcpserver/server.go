@@ -78,8 +78,9 @@ type Server struct {
 	page     *pageHandler
 
 	closeOnce sync.Once
-	closed    chan struct{} // closed when the teardown is complete
-	closeErr  error         // the teardown's error, set before closed is closed
+	closed    chan struct{}  // closed when the teardown is complete
+	closeErr  error          // the teardown's error, set before closed is closed
+	bash      *bash.Producer // the server's own bash producer; nil with WithBashRunner
 }
 
 // phase is the Server's lifecycle:
@@ -127,6 +128,7 @@ func New(opts ...Option) (*Server, error) {
 		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
 	}
 	run := cfg.runner
+	var producer *bash.Producer // the server's own, closed by its teardown
 	switch {
 	case run != nil && cfg.sandbox.On():
 		// The runner runs the commands elsewhere: a sandbox set here would not apply,
@@ -134,7 +136,8 @@ func New(opts ...Option) (*Server, error) {
 		_ = rt.Close(context.Background())
 		return nil, errors.New("taskrt-mcp: a sandbox applies to local commands only; WithSandbox and WithBashRunner cannot be combined")
 	case run == nil:
-		producer, err := newProducer(cfg, bashOpts)
+		var err error
+		producer, err = newProducer(cfg, bashOpts)
 		if err != nil {
 			_ = rt.Close(context.Background())
 			return nil, fmt.Errorf("taskrt-mcp: %w", err)
@@ -151,6 +154,7 @@ func New(opts ...Option) (*Server, error) {
 		owners:   map[messages.AgentID]*session{},
 		streams:  map[string]*stream{},
 		closed:   make(chan struct{}),
+		bash:     producer,
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	bashToolOpts := []tools.BashOption{tools.WithWorkDir(cfg.workDir)}
@@ -311,7 +315,8 @@ func (s *Server) Close(ctx context.Context) error {
 //     killed and awaited by their runner);
 //  2. close every MCP session, initialized or not, and wait for each one's watcher
 //     to dispose its owner (which kills and awaits its tasks);
-//  3. close the task tools, then the runtime (nothing is left to kill by now).
+//  3. close the task tools, then the runtime (nothing is left to kill by now),
+//     then the server's own bash producer (the cgroups it keeps for later commands).
 func (s *Server) teardown() {
 	s.cancel()
 	var closing sync.WaitGroup
@@ -323,6 +328,9 @@ func (s *Server) teardown() {
 	s.closeScopes()
 	s.tasks.Close()
 	s.closeErr = s.rt.Close(context.Background())
+	if s.bash != nil { // the empty cgroups it kept for later commands
+		s.closeErr = errors.Join(s.closeErr, s.bash.Close())
+	}
 	close(s.closed)
 }
 
