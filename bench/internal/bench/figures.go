@@ -172,9 +172,10 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 	)
 	// The timed figures run in rounds, every implementation once per round, so that a
 	// burst of load from elsewhere on the machine hits them alike; the median round is
-	// kept.
+	// kept. The order turns with each round (rotate), so that no implementation always
+	// runs first, after another figure, or last, after its rivals warmed the caches.
 	for r := range rounds {
-		for _, impl := range append(registries, ImplActorsEvents) {
+		for _, impl := range rotate(append(registries, ImplActorsEvents), r) {
 			add(round(lifecycleName, r), impl, func() error {
 				v, err := Lifecycle(ctx, impl, cfg.Lifecycle)
 				lifeRuns[impl] = append(lifeRuns[impl], v)
@@ -183,7 +184,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		}
 	}
 	for r := range rounds {
-		for _, impl := range registries {
+		for _, impl := range rotate(registries, r) {
 			add(round(routedName, r), impl, func() error {
 				v, err := Routed(ctx, impl, cfg.Routed)
 				routedRuns[impl] = append(routedRuns[impl], v)
@@ -192,7 +193,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		}
 	}
 	for r := range rounds {
-		for _, impl := range registries {
+		for _, impl := range rotate(registries, r) {
 			add(round("wait wake-up", r), impl, func() error {
 				v, err := WaitWake(ctx, impl, cfg.Wait)
 				wakeRuns[impl] = append(wakeRuns[impl], v)
@@ -226,7 +227,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		add(chainName, impl, func() (err error) { chain[impl], err = DisposeChain(ctx, impl, cfg.Dispose); return err })
 	}
 	for r := range rounds {
-		for _, impl := range processes {
+		for _, impl := range rotate(processes, r) {
 			add(round(trueName, r), impl, func() error {
 				v, err := TrueRuns(ctx, impl, cfg.True)
 				trueRunsAll[impl] = append(trueRunsAll[impl], v)
@@ -237,7 +238,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 	sandboxRuns := map[bool][]time.Duration{}
 	var sandboxErr error
 	for r := range rounds {
-		for _, sandboxed := range []bool{false, true} {
+		for _, sandboxed := range rotate([]bool{false, true}, r) {
 			add(round(sandboxName, r), ImplActors, func() error {
 				if sandboxErr != nil {
 					return nil
@@ -253,7 +254,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		}
 	}
 	for r := range rounds {
-		for _, impl := range processes {
+		for _, impl := range rotate(processes, r) {
 			add(round(floodName, r), impl, func() error {
 				v, err := Flood(ctx, impl, cfg.Flood)
 				floodRuns[impl] = append(floodRuns[impl], v)
@@ -275,6 +276,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		if progress != nil {
 			progress(Progress{Index: i + 1, Total: len(steps), Figure: s.figure, Impl: s.impl})
 		}
+		runtime.GC() // each step starts from a collected heap, not the last one's garbage
 		t0 := time.Now()
 		if err := s.run(); err != nil {
 			return nil, fmt.Errorf("%s, impl=%s: %w", s.figure, s.impl, err)
@@ -558,4 +560,13 @@ func formatValue(v float64) string {
 		prec = 1
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// rotate returns xs turned left by r places (a new slice).
+func rotate[T any](xs []T, r int) []T {
+	if len(xs) == 0 {
+		return nil
+	}
+	k := r % len(xs)
+	return append(slices.Clone(xs[k:]), xs[:k]...)
 }

@@ -104,3 +104,22 @@ func TestFormatValue(t *testing.T) {
 		require.Equal(t, want, formatValue(v))
 	}
 }
+
+// The rounds of a timed figure turn the order of the implementations, so that none
+// always runs first or last.
+func TestRotateTurnsTheOrderEachRound(t *testing.T) {
+	impls := []Impl{ImplActors, ImplMutex, ImplExec}
+	for r, want := range [][]Impl{
+		{ImplActors, ImplMutex, ImplExec},
+		{ImplMutex, ImplExec, ImplActors},
+		{ImplExec, ImplActors, ImplMutex},
+		{ImplActors, ImplMutex, ImplExec},
+	} {
+		if got := rotate(impls, r); !slices.Equal(got, want) {
+			t.Errorf("round %d: got %v, want %v", r, got, want)
+		}
+	}
+	if got := impls; !slices.Equal(got, []Impl{ImplActors, ImplMutex, ImplExec}) {
+		t.Errorf("rotate changed its argument: %v", got)
+	}
+}
