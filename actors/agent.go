@@ -109,8 +109,6 @@ func (a *agent) receive(ctx actor.Context) {
 		a.rt.cfg.agentHook(a.id, ctx.Message())
 	}
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		a.rt.nActors.Add(1)
 	case *spawnTask:
 		// Never after stopAgent: the registry stops routing to an agent it stopped.
 		if a.spawner == nil {

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -214,4 +215,22 @@ func TestActorNativeAccessThroughRegistryPID(t *testing.T) {
 
 	f.Finish(messages.Outcome{Status: messages.Completed})
 	settleWait(t, rt, id, "")
+}
+
+// An agent counts in Stats as soon as Register returns (it is counted from its
+// spawn, not from its Started, which runs later on its own mailbox), and a disposed
+// one no longer does once Dispose returns.
+func TestAnAgentCountsInStatsAsSoonAsRegisterReturns(t *testing.T) {
+	rt := newRT(t)
+	const n = 200
+	for i := range n {
+		register(t, rt, messages.AgentID(fmt.Sprintf("a%d", i)))
+		if got, want := rt.Stats().Actors, 1+i+1; got != want { // the registry and i+1 agents
+			t.Fatalf("Stats().Actors right after registering a%d = %d, want %d", i, got, want)
+		}
+	}
+	for i := range n {
+		require.NoError(t, rt.Agents().Dispose(bg, messages.AgentID(fmt.Sprintf("a%d", i))))
+	}
+	assert.Equal(t, 1, rt.Stats().Actors, "the registry alone after every Dispose returned")
 }

@@ -48,7 +48,7 @@ type Runtime struct {
 
 	// Counters, written by the actors and read by Stats without a round trip. They
 	// are statistics about the state the actors own, never state anything acts on.
-	nActors     atomic.Int64 // runtime actors between Started and Stopped
+	nActors     atomic.Int64 // runtime actors between Started (an agent: its spawn) and Stopped
 	nAgents     atomic.Int64 // registered agents not yet gone
 	nRecords    atomic.Int64 // full task records held: running + retained
 	nRunning    atomic.Int64 // tasks not yet terminal
