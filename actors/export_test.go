@@ -22,9 +22,10 @@ func WithAgentHook(hook func(agent messages.AgentID, msg any)) Option {
 }
 
 // WithTaskHook calls hook on a task actor's goroutine as it handles each message —
-// for Started, once the actor announced itself to the registry, before it takes an
-// outcome already there and answers its starter: fault injection for the task
-// actor's panic containment.
+// for Started, once the actor made its announcement to the registry (sent by the
+// end of Started, with a settlement made meanwhile), before it takes an outcome
+// already there and answers its starter: fault injection for the task actor's
+// panic containment.
 func WithTaskHook(hook func(task messages.TaskID, msg any)) Option {
 	return optionFunc(func(c *config) { c.taskHook = hook })
 }

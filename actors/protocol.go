@@ -199,6 +199,7 @@ type taskSpawned struct {
 	entry    *taskEntry
 	pid      *actor.PID
 	reported *atomic.Bool
+	settled  *taskSettled // the task settled within its Started (work done within Run): applied right after
 }
 
 // taskChanged: a task's snapshot changed (stopping, reported).

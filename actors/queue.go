@@ -298,7 +298,7 @@ func (t *task) receiveQueued(ctx actor.Context) bool {
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Killed, Detail: "never started: " + m.reason})
 	case *watchTask:
 		ctx.Respond(&errReply{err: fmt.Errorf("%w: %s is queued: watch it once it runs", messages.ErrInvalidArgument, t.snap.ID)})
-		tellRegistry(ctx, t.rt, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
+		t.toRegistry(ctx, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
 	default:
 		return false
 	}
@@ -326,7 +326,7 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 	t.phase = phaseRunning
 	t.snap.Status = messages.Running
 	t.snap.Started = time.Now()
-	tellRegistry(ctx, t.rt, &taskChanged{snap: t.snap})
+	t.toRegistry(ctx, &taskChanged{snap: t.snap})
 	t.watchOutput()
 	t.watchDone(ctx)
 	for _, k := range q.kills {

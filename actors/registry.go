@@ -274,6 +274,9 @@ func (r *registry) receive(ctx actor.Context) {
 		r.abandonStarts(ctx, m.owner)
 	case *taskSpawned:
 		r.spawned(ctx, m)
+		if m.settled != nil {
+			r.settled(ctx, m.settled)
+		}
 	case *taskChanged:
 		if e, ok := r.tasks[m.snap.ID]; ok {
 			if e.pid == nil { // evicted meanwhile: the change can only be Reported

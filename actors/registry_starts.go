@@ -102,7 +102,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	// agent actor is never asked to spawn once it began its teardown.
 	t := m.task // made by the client; the registry keeps no reference to it
 	t.snap, t.starter = snap, ctx.Sender()
-	t.entry = &taskEntry{snap: snap} // indexed when the task announces itself (spawned)
+	t.spawning = &taskSpawned{entry: &taskEntry{snap: snap}} // indexed when the task announces itself (spawned)
 	if res.owner == "" {
 		if r.spawner == nil {
 			r.spawner = newTaskSpawner(r.rt)

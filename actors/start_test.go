@@ -3,6 +3,8 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -238,6 +240,53 @@ func TestWorkDoneWithinRunIsSettledWhenStartReturns(t *testing.T) {
 				require.Equal(t, messages.Completed, s.Status, "%s right after Start returned", id)
 				require.False(t, s.Reported)
 			}
+		})
+	}
+}
+
+// A task whose work was done within Run reaches the registry as one message: its
+// settlement rides on its announcement. A task that settles later still sends
+// both, and either way the registry has the settlement before anyone can name
+// the task by its id.
+func TestWorkDoneWithinRunReachesTheRegistryAsOneMessage(t *testing.T) {
+	for _, instant := range []bool{true, false} {
+		name := map[bool]string{true: "settled within Run", false: "settled later"}[instant]
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			got := map[string]int{}
+			rt := newRT(t, actors.WithRegistryHook(func(msg any) {
+				switch kind := fmt.Sprintf("%T", msg); kind {
+				case "*actors.taskSpawned", "*actors.taskSettled":
+					mu.Lock()
+					got[kind]++
+					mu.Unlock()
+				}
+			}))
+			register(t, rt, "a1")
+			const n = 20
+			for range n {
+				f := newFake()
+				if instant {
+					f.Finish(messages.Outcome{Status: messages.Completed, Output: "result"})
+				}
+				id := start(t, rt, f.spec("bash", "a1", false))
+				if !instant {
+					f.Finish(messages.Outcome{Status: messages.Completed, Output: "result"})
+				}
+				s := settleWait(t, rt, id, "a1")
+				require.Equal(t, messages.Completed, s.Status)
+			}
+			// The task sent the registry its settlement before it answered the
+			// wait, so the registry handles it before this List.
+			_, err := rt.Tasks().List(bg, "a1")
+			require.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			want := map[string]int{"*actors.taskSpawned": n, "*actors.taskSettled": n}
+			if instant {
+				want = map[string]int{"*actors.taskSpawned": n}
+			}
+			assert.Equal(t, want, got)
 		})
 	}
 }

@@ -44,8 +44,11 @@ type task struct {
 	snap    messages.Snapshot
 	hooks   messages.Hooks
 	starter *actor.PID // answered with startReply once the registry indexed the task
-	entry   *taskEntry // the registry's record, made at commit: handed back untouched in taskSpawned
-	output  string     // final output, final-only kinds
+	// spawning is the task's announcement, made at commit with the registry's record
+	// (handed back untouched) and held until the end of Started (see toRegistry);
+	// nil once sent.
+	spawning *taskSpawned
+	output   string // final output, final-only kinds
 
 	waiters    []*waiter    // pending waits, in arrival order
 	nextWaiter uint64       // numbers waiters for their timers
@@ -164,6 +167,7 @@ func (t *task) Receive(ctx actor.Context) {
 	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
+		t.flushSpawning(ctx) // a panic in Started after the announcement was made
 		// A panic in the Started handler after the actor announced itself must not
 		// leave its starter waiting: answer it now, after the failed settlement.
 		if t.starter != nil && t.self != nil {
@@ -189,8 +193,11 @@ func (t *task) receive(ctx actor.Context) {
 	case *actor.Started:
 		t.rt.nActors.Add(1)
 		t.self = ctx.Self()
-		tellRegistry(ctx, t.rt, &taskSpawned{entry: t.entry, pid: t.self, reported: &t.reportedByIndex})
-		t.entry = nil
+		// The announcement waits until the end of Started, so that work done within
+		// Run, settled below, rides on it (toRegistry): one message to the registry
+		// instead of two. It still reaches the registry before anything else this
+		// task sends it, and before the starter's answer.
+		t.spawning.pid, t.spawning.reported = t.self, &t.reportedByIndex
 		if t.rt.cfg.taskHook != nil {
 			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
 		}
@@ -201,6 +208,7 @@ func (t *task) receive(ctx actor.Context) {
 			t.watchOutput()
 			t.watchDone(ctx)
 		}
+		t.flushSpawning(ctx)
 		// The starter last: a task whose work was done within Run has settled by
 		// now (watchDone), so the settlement is indexed before the id is known.
 		if t.starter != nil {
@@ -298,7 +306,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		t.phase = phaseStopping
 		t.snap.Status = messages.Stopping
 		t.stopAt = time.Now()
-		tellRegistry(ctx, t.rt, &taskChanged{snap: t.snap})
+		t.toRegistry(ctx, &taskChanged{snap: t.snap})
 		t.failQueuedInputs(ctx)
 		return true
 	default: // outcomeDelivered, doneClosedEmpty, teardownCancelFailed, settleTimedOut
@@ -326,7 +334,7 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		if out := t.stream(); out != nil {
 			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
 		}
-		tellRegistry(ctx, t.rt, &taskSettled{id: t.snap.ID, status: t.snap.Status, detail: t.snap.Detail, finished: t.snap.Finished,
+		t.toRegistry(ctx, &taskSettled{id: t.snap.ID, status: t.snap.Status, detail: t.snap.Detail, finished: t.snap.Finished,
 			reported: t.snap.Reported, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
 		for _, w := range t.waiters {
 			w.timer.Stop()
@@ -342,11 +350,34 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 	}
 }
 
+// toRegistry tells the registry m. While Started runs, the task's announcement
+// (taskSpawned) is held: a settlement made then rides on it, and anything else
+// sends the announcement first, so the registry sees the task's messages in the
+// order they were made.
+func (t *task) toRegistry(ctx actor.Context, m registryMsg) {
+	if sp := t.spawning; sp != nil {
+		if s, ok := m.(*taskSettled); ok && sp.settled == nil {
+			sp.settled = s
+			return
+		}
+		t.flushSpawning(ctx)
+	}
+	tellRegistry(ctx, t.rt, m)
+}
+
+// flushSpawning sends the held announcement, if any.
+func (t *task) flushSpawning(ctx actor.Context) {
+	if sp := t.spawning; sp != nil {
+		t.spawning = nil
+		tellRegistry(ctx, t.rt, sp)
+	}
+}
+
 // report marks the task reported and tells the registry: the model has seen the
 // task's end, killed it, or teardown ended it, so no completion notice will be sent.
 func (t *task) report(ctx actor.Context) {
 	if t.markReported() {
-		tellRegistry(ctx, t.rt, &taskChanged{snap: t.snap})
+		t.toRegistry(ctx, &taskChanged{snap: t.snap})
 	}
 }
 

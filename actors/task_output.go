@@ -79,7 +79,7 @@ func (t *task) announceOutput(ctx actor.Context) {
 		return
 	}
 	if n, err := messages.ContainValue("output", func() (int64, error) { return t.stream().Written(), nil }); err == nil {
-		tellRegistry(ctx, t.rt, &taskOutput{snap: t.snap, bytes: n})
+		t.toRegistry(ctx, &taskOutput{snap: t.snap, bytes: n})
 	}
 }
 

@@ -252,7 +252,7 @@ type outputWatch struct {
 func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 	refuse := func(err error) {
 		ctx.Respond(&errReply{err: err})
-		tellRegistry(ctx, t.rt, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
+		t.toRegistry(ctx, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
 	}
 	out := t.stream()
 	switch {
