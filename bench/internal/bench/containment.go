@@ -120,6 +120,7 @@ func ContainmentTrue(ctx context.Context, impl ContainmentImpl, runs int, timer 
 			mode = bash.SweepContainment
 		}
 		p := bash.New(bash.WithSpillDir(dir), bash.WithContainment(mode))
+		defer func() { _ = p.Close() }()
 		one = func() error {
 			h, err := p.Start(bash.Command{Command: "/bin/true"})
 			if err != nil {
@@ -294,6 +295,7 @@ func KillStorm(ctx context.Context, cfg KillStormConfig) (res KillStormResult, e
 	}
 	defer os.RemoveAll(dir)
 	p := bash.New(bash.WithSpillDir(dir), bash.WithContainment(cfg.Mode), bash.WithGrace(cfg.Grace))
+	defer func() { _ = p.Close() }()
 	res = KillStormResult{Mode: p.Containment().String(), Tasks: cfg.Tasks, Owners: cfg.Owners, Grace: cfg.Grace}
 	rt, err := actors.NewRuntime(actors.WithOwnerLimit(perOwner))
 	if err != nil {

@@ -146,7 +146,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		lifeRuns      = map[Impl][]float64{}
 		routedRuns    = map[Impl][]RoutedResult{}
 		wakeRuns      = map[Impl][]Latency{}
-		trueRunsAll   = map[Impl][]time.Duration{}
+		trueRunsAll   = map[Impl][]trueRun{}
 		floodRuns     = map[Impl][]FloodResult{}
 		mem           = map[Impl]MemoryResult{}
 		disp          = map[int]map[Impl]time.Duration{}
@@ -229,8 +229,14 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 	for r := range rounds {
 		for _, impl := range rotate(processes, r) {
 			add(round(trueName, r), impl, func() error {
+				before, ok := CPUNow()
 				v, err := TrueRuns(ctx, impl, cfg.True)
-				trueRunsAll[impl] = append(trueRunsAll[impl], v)
+				after, ok2 := CPUNow()
+				run := trueRun{wall: v, cpuKnown: ok && ok2}
+				if run.cpuKnown {
+					run.cpu = CPU{Self: after.Self - before.Self, Children: after.Children - before.Children}
+				}
+				trueRunsAll[impl] = append(trueRunsAll[impl], run)
 				return err
 			})
 		}
@@ -286,7 +292,11 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		}
 	}
 	life := medians(lifeRuns, func(v float64) float64 { return v })
-	trueRuns := medians(trueRunsAll, func(v time.Duration) float64 { return float64(v) })
+	trueMedian := medians(trueRunsAll, func(v trueRun) float64 { return float64(v.wall) })
+	trueRuns := map[Impl]time.Duration{}
+	for impl, v := range trueMedian {
+		trueRuns[impl] = v.wall
+	}
 	flood := medians(floodRuns, func(v FloodResult) float64 { return v.Throughput })
 	routed := map[Impl]RoutedResult{}
 	for impl, runs := range routedRuns {
@@ -362,8 +372,16 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 	figs = append(figs, newFigure(chainName, "ms", "lower", ms(chain[ImplActors]), BaselineMutex,
 		vs(func(i Impl) float64 { return ms(chain[i]) }, ImplMutex, ImplFloor),
 		"links register a child agent and settle after disposing it; floor: nested actors, two per level"))
+	perRun := func(d time.Duration) float64 { return us(d) / float64(max(cfg.True.Runs, 1)) }
 	trueNote := fmt.Sprintf("%d at a time, median of %d rounds; per run: actors %.0f µs, os/exec %.0f µs; mutex = same bash producer without the runtime",
-		cfg.True.Workers, rounds, us(trueRuns[ImplActors])/float64(max(cfg.True.Runs, 1)), us(trueRuns[ImplExec])/float64(max(cfg.True.Runs, 1)))
+		cfg.True.Workers, rounds, perRun(trueRuns[ImplActors]), perRun(trueRuns[ImplExec]))
+	if a, m, e := trueMedian[ImplActors], trueMedian[ImplMutex], trueMedian[ImplExec]; a.cpuKnown && m.cpuKnown && e.cpuKnown {
+		// The wall time of 8 at a time on few cores is the CPU spent over the cores:
+		// the commands' own (children) and this process's (the producer and the
+		// runtime, or os/exec) are the two parts of it.
+		trueNote += fmt.Sprintf("; CPU per run, this process + the commands: actors %.0f + %.0f µs, mutex %.0f + %.0f µs, os/exec %.0f + %.0f µs",
+			perRun(a.cpu.Self), perRun(a.cpu.Children), perRun(m.cpu.Self), perRun(m.cpu.Children), perRun(e.cpu.Self), perRun(e.cpu.Children))
+	}
 	figs = append(figs, newFigure(trueName+" wall", "ms", "lower", ms(trueRuns[ImplActors]), BaselineExec,
 		vs(func(i Impl) float64 { return ms(trueRuns[i]) }, ImplExec, ImplMutex), trueNote))
 	figs = append(figs, sandboxFigure(sandboxName, cfg.Sandbox, rounds, sandboxRuns, sandboxErr))
@@ -429,6 +447,7 @@ func ThisMachine() Machine {
 		m.Kernel = strings.TrimSpace(string(data))
 	}
 	if p := bash.New(); p != nil {
+		defer func() { _ = p.Close() }()
 		m.Containment = p.Containment().String()
 		if d := p.ContainmentDetail(); d != "" {
 			m.Containment += " (" + d + ")"
@@ -514,6 +533,14 @@ func WriteJSON(w io.Writer, m Machine, figs []Figure) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(Report{Machine: m, Figures: figs})
+}
+
+// trueRun is one round of the /bin/true figure: its wall time and the CPU time
+// spent meanwhile by this process and by the commands (its reaped children).
+type trueRun struct {
+	wall     time.Duration
+	cpu      CPU
+	cpuKnown bool
 }
 
 // medians keeps, per implementation, the run whose key is the median.

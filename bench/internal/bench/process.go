@@ -57,6 +57,11 @@ func TrueRuns(ctx context.Context, impl Impl, cfg TrueConfig) (_ time.Duration, 
 		}
 		defer os.RemoveAll(dir)
 		p := bash.New(bash.WithSpillDir(dir))
+		defer func() {
+			if cerr := p.Close(); err == nil {
+				err = cerr
+			}
+		}()
 		one = func() error {
 			_, err := runBash(ctx, reg, p, command)
 			return err
@@ -167,6 +172,7 @@ func Flood(ctx context.Context, impl Impl, cfg FloodConfig) (res FloodResult, er
 		}
 		defer os.RemoveAll(dir)
 		p := bash.New(bash.WithSpillDir(dir))
+		defer func() { _ = p.Close() }()
 		run = func() (int64, error) { return runBash(ctx, reg, p, command) }
 	}
 

@@ -24,6 +24,7 @@ func SandboxTrueRuns(ctx context.Context, cfg TrueConfig, sandboxed bool) (time.
 	}
 	defer os.RemoveAll(dir)
 	p := bash.New(bash.WithSpillDir(dir))
+	defer func() { _ = p.Close() }()
 	c := bash.Command{Command: "/bin/true", Dir: dir}
 	if sandboxed {
 		c.Sandbox = &bash.Sandbox{Mode: bash.SandboxWorkspaceWrite}
