@@ -41,7 +41,10 @@ type taskCgroup struct {
 	killed bool        // cgroup.kill was written (see reusable)
 	quiet  bool        // the settle read "populated 0" and "frozen 0" at once (no kill needed)
 	alone  bool        // the settle's process count said the leader was all that was left
-	parked time.Time   // when the pool parked it
+	// orphans is set by a settle whose count said more than the leader was left:
+	// reapOrphans reaps them once the leader is reaped.
+	orphans bool
+	parked  time.Time // when the pool parked it
 }
 
 // newTask creates the cgroup of a task named name with limits lim. Each limit goes
@@ -299,8 +302,10 @@ func (c *taskCgroup) kill(int) error {
 
 // settle runs once the leader has exited: when processes are left, it counts and
 // kills them and waits for "populated 0". Then, if this process receives orphans
-// at all, it reaps the task's zombies that became its children (see reaper),
-// unless the task's process count says that nothing but the leader is left.
+// at all, nothing more is needed when the task's process count says that nothing
+// but the leader is left; with a count that says more, the task's zombies are
+// reaped once the leader is (reapOrphans); without a count, the reaper's round
+// reaps them now (see reaper).
 func (c *taskCgroup) settle(leader int) (int, error) {
 	leftovers := 0
 	var err error
@@ -316,15 +321,98 @@ func (c *taskCgroup) settle(leader int) (int, error) {
 		}
 	}
 	if receivesOrphans() {
-		if c.onlyTheLeaderIsLeft() {
+		switch {
+		case c.onlyTheLeaderIsLeft():
 			c.alone = true
 			reaps.spared.Add(1)
-		} else {
+		case c.counter != "":
+			c.orphans = true // reaped from the task's process group once the leader is (reapOrphans)
+		default:
 			err = errors.Join(err, reaps.run(c.line))
 		}
 	}
 	c.proven = err == nil && !diedOfSIGKILL(leader)
 	return leftovers, err
+}
+
+// Orphans in the task's process group. When the settle's count says that more than
+// the leader is left, what is left is dead (killed, "populated 0") and not reaped:
+// zombies that became this process's children, or processes an instant away from
+// it. Most stay in the leader's process group (a shell's background jobs, their
+// children), where waitid finds them without a look at this process's other
+// children: reapOrphans reaps those, one at a time, each after checking that it
+// died in the task's cgroup, until the count says none is left. A process that
+// left the group (setsid, setpgid), or a group member from elsewhere, leaves the
+// rest to the reaper's round, as does a count that cannot be read.
+
+// Bounds of reapOrphans's wait for a process between its cgroup exit and its
+// zombie state, before the round takes over.
+const (
+	orphanTries = 5
+	orphanPause = 200 * time.Microsecond
+)
+
+// What reapGroup found once it had reaped what it could.
+type groupState int
+
+const (
+	groupGone    groupState = iota // no child of this process is in the group
+	groupExiting                   // children in the group, none a zombie yet
+	groupForeign                   // a zombie of the group that did not die in the task's cgroup
+)
+
+// reapOrphans runs once the leader is reaped (so that it is not what waitid finds
+// first in its group), when settle left the task's orphans to it.
+func (c *taskCgroup) reapOrphans(pgid int) error {
+	if !c.orphans {
+		return nil
+	}
+	c.orphans = false
+	for idle := 0; ; {
+		n, ok := c.processCount()
+		if !ok {
+			break
+		}
+		if n == 0 {
+			reaps.grouped.Add(1)
+			return nil
+		}
+		reaped, state := c.reapGroup(pgid)
+		if reaped > 0 {
+			idle = 0
+			continue
+		}
+		if state != groupExiting || idle >= orphanTries {
+			break // the rest is outside the group, or not the task's to reap here
+		}
+		idle++
+		time.Sleep(orphanPause)
+	}
+	return reaps.run(c.line)
+}
+
+// reapGroup reaps the zombie children of this process in process group pgid that
+// died in the task's cgroup, and says what it found then.
+func (c *taskCgroup) reapGroup(pgid int) (int, groupState) {
+	for reaped := 0; ; reaped++ {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PGID, pgid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+			return reaped, groupGone // ECHILD
+		}
+		pid := int((*[5]int32)(unsafe.Pointer(&info))[4]) // si_pid: after si_signo, si_errno, si_code, padding
+		if pid == 0 {
+			return reaped, groupExiting
+		}
+		reaps.children.reads.Add(1)
+		if cgroupOf(pid) != c.line {
+			return reaped, groupForeign
+		}
+		// The pid cannot be another process's yet: only this process reaps its
+		// children, and this one is not reaped.
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil); err != nil {
+			return reaped, groupForeign
+		}
+	}
 }
 
 // diedOfSIGKILL reports whether the exited, unreaped leader was killed by SIGKILL,

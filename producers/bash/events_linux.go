@@ -16,6 +16,12 @@ import (
 // serves the whole process, read through Go's netpoller, so a waiting task holds no
 // OS thread and the per-user limit on inotify instances (often 128) is never in
 // the way. Its reader goroutine runs while at least one file is watched.
+//
+// Ending an inotify instance takes the kernel an SRCU grace period (about 15 ms
+// here, in close(2)), so the last unwatch does not wait for it: the reader ends the
+// instance in the background, and a later watch starts a new one at once. Producer
+// Close waits for such an end (quiesce), so that nothing of the producer is left
+// running after it.
 var fileEvents watcher
 
 type watcher struct {
@@ -23,6 +29,7 @@ type watcher struct {
 	f       *os.File                // the inotify instance; nil while nothing is watched
 	waiters map[int32]chan struct{} // watch descriptor → its waiter's channel (buffered 1)
 	stopped chan struct{}           // closed when the reader of f has returned
+	ending  []chan struct{}         // the stopped channels of instances ended in the background
 }
 
 // watch starts watching path for modifications. changed receives (without
@@ -68,13 +75,39 @@ func (w *watcher) unwatch(f *os.File, wd int32) {
 	delete(w.waiters, wd)
 	// EINVAL: the watch went with its file (the cgroup was removed).
 	_ = control(f, func(fd int) error { _, err := unix.InotifyRmWatch(fd, uint32(wd)); return err })
-	var stopped chan struct{}
 	if len(w.waiters) == 0 {
-		stopped = w.closeLocked()
+		// Close waits for the reader's read to end and the kernel to end the
+		// instance: on a goroutine of its own, done once the reader returned too.
+		stopped, done := w.stopped, make(chan struct{})
+		w.f, w.waiters, w.stopped = nil, nil, nil
+		go func() {
+			_ = f.Close()
+			<-stopped
+			close(done)
+		}()
+		w.ending = append(w.ending, done)
+		live := w.ending[:0]
+		for _, ch := range w.ending {
+			select {
+			case <-ch:
+			default:
+				live = append(live, ch)
+			}
+		}
+		clear(w.ending[len(live):])
+		w.ending = live
 	}
 	w.mu.Unlock()
-	if stopped != nil {
-		<-stopped // the reader returns at once once its file is closed
+}
+
+// quiesce waits until every inotify instance ended in the background is gone.
+func (w *watcher) quiesce() {
+	w.mu.Lock()
+	ending := w.ending
+	w.ending = nil
+	w.mu.Unlock()
+	for _, ch := range ending {
+		<-ch
 	}
 }
 
@@ -168,15 +201,38 @@ func waitFor(path string, timeout time.Duration, done func() bool) bool {
 	defer deadline.Stop()
 	tick := time.NewTicker(recheckEvery)
 	defer tick.Stop()
+	// The kernel sends a cgroup file's events at most once per 20 ms (its
+	// notification rate limit), so a change right after the last one, such as the
+	// end of processes killed just after they started, is told up to 20 ms late.
+	// What a kill ends usually ends within a millisecond or two: look a few times
+	// in that time, then rely on the events.
+	soon := time.NewTimer(soonFirst)
+	defer soon.Stop()
+	next := soonFirst
 	for {
 		if done() {
 			return true
 		}
 		select {
 		case <-changed:
+		case <-soon.C:
+			if next *= 2; next <= soonLast {
+				soon.Reset(next)
+			}
 		case <-tick.C:
 		case <-deadline.C:
 			return done()
 		}
 	}
 }
+
+// The early looks of waitFor: after soonFirst, then at doubling intervals up to
+// soonLast (0.1, 0.3, 0.7, 1.5, 3.1, 6.3 ms after the start).
+const (
+	soonFirst = 100 * time.Microsecond
+	soonLast  = 3200 * time.Microsecond
+)
+
+// quiesceEvents waits for the inotify instances ended in the background (see
+// watcher); Producer.Close calls it.
+func quiesceEvents() { fileEvents.quiesce() }

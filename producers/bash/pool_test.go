@@ -382,11 +382,19 @@ func TestCloseReleasesEveryDescriptor(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		// A task that leaves a process: its settle watches cgroup events, whose
+		// inotify instance ends in the background after the last watch.
+		h := startTask(t, p, Command{Command: "sleep 1000 & exit 0"})
+		assert.Equal(t, messages.Completed, h.awaitDone(t, settleLimit).Status)
+		h.Release()
 		if p.Containment() == CgroupContainment {
 			assert.NotEmpty(t, pooledCgroups(p), "kept cgroups, with their descriptors")
 		}
 		require.NoError(t, p.Close())
 		assert.Equal(t, before, openFDs())
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		assert.NotContains(t, stacks, "bash.(*watcher)", "a goroutine of the events watch after Close")
 	})
 }
 

@@ -34,6 +34,7 @@ func outputPipe() (*os.File, *os.File, error)           { return os.Pipe() }
 func populated(string) int                              { return -1 }
 func growPipe(*os.File, int)                            {}
 func waitFor(string, time.Duration, func() bool) bool   { return true }
+func quiesceEvents()                                    {}
 
 const sweepTimeout = 10 * time.Second
 
@@ -53,6 +54,7 @@ func (*taskCgroup) kill(int) error          { return errors.ErrUnsupported }
 func (*taskCgroup) settle(int) (int, error) { return 0, errors.ErrUnsupported }
 func (*taskCgroup) limitHits() limitHits    { return limitHits{} }
 func (*taskCgroup) release() error          { return nil }
+func (*taskCgroup) reapOrphans(int) error   { return nil }
 func (*taskCgroup) closeFD()                {}
 func (*taskCgroup) populated() int          { return -1 }
 

@@ -130,16 +130,18 @@ func (p *Producer) chooseContainment() {
 }
 
 // Close removes the empty cgroups the producer keeps for its next tasks (cgroup
-// mode) and closes the /dev/null it gives its commands. A task still running keeps
+// mode), closes the /dev/null it gives its commands, and waits for the watch of
+// cgroup events to end if nothing is watched any more. A task still running keeps
 // its cgroup until it settles, which then removes it; tasks started after Close
-// get a cgroup of their own each, removed when they settle. Close does not stop running tasks (the runtime does, through
-// their Cancel hooks). Idempotent; an error names the cgroups that could not be
-// removed.
+// get a cgroup of their own each, removed when they settle. Close does not stop
+// running tasks (the runtime does, through their Cancel hooks). Idempotent; an
+// error names the cgroups that could not be removed.
 func (p *Producer) Close() error {
 	err := p.null.close()
 	if p.pool != nil {
 		err = errors.Join(err, p.pool.close())
 	}
+	quiesceEvents()
 	return err
 }
 

@@ -39,6 +39,9 @@ type reaper struct {
 	// spared counts the settles that needed no round: the task's process count
 	// said nothing but its leader was left (taskCgroup.onlyTheLeaderIsLeft). For tests.
 	spared atomic.Int64
+	// grouped counts the settles whose orphans were all reaped from the task's
+	// process group, with no round (taskCgroup.reapOrphans). For tests.
+	grouped atomic.Int64
 }
 
 type reapReq struct {

@@ -79,11 +79,16 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 		name    string
 		command string
 		perTask int64 // reads a settle may cost, beside its own processes'
-		spared  bool  // settled without a look at this process's children, where tasks are counted
+		// how it settles where tasks are counted: "spared" (nothing left, no reaping),
+		// "grouped" (its orphans reaped from its process group) — neither with a look
+		// at this process's children — or "round" (the reaper's round reads them)
+		want string
 	}{
-		{"a task that leaves nothing", "/bin/true", 4, true},
-		{"a task whose orphan is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10, false},
-		{"a task whose orphan the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 16, false},
+		{"a task that leaves nothing", "/bin/true", 4, "spared"},
+		{"a task whose orphan in its group is a zombie before it ends", "( /bin/true & ); sleep 0.05", 4, "grouped"},
+		{"a task whose orphan in its group the settle kills", "sleep 1000 & exit 0", 4, "grouped"},
+		{"a task whose orphan is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10, "round"},
+		{"a task whose orphan the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 16, "round"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			perSettle := map[int]float64{}
@@ -97,20 +102,25 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 					h.Release()
 				}
 				run() // the reaper meets the host's children once
-				before, lists, spared := reaps.children.reads.Load(), reaps.children.lists.Load(), reaps.spared.Load()
+				before, lists, spared, grouped := reaps.children.reads.Load(), reaps.children.lists.Load(), reaps.spared.Load(), reaps.grouped.Load()
 				for range settles {
 					run()
 				}
 				got := reaps.children.reads.Load() - before
 				perSettle[n] = float64(got) / settles
 				assert.LessOrEqual(t, got, settles*tc.perTask, "reads in %d settles with %d idle host children", settles, n)
-				gotLists, gotSpared := reaps.children.lists.Load()-lists, reaps.spared.Load()-spared
-				if tc.spared && p.tree.countsTasks() {
-					assert.Equal(t, int64(settles), gotSpared, "settles that needed no round")
-					assert.Zero(t, gotLists, "readings of this process's children")
-				} else {
-					assert.Zero(t, gotSpared, "settles that needed no round")
+				gotLists, gotSpared, gotGrouped := reaps.children.lists.Load()-lists, reaps.spared.Load()-spared, reaps.grouped.Load()-grouped
+				want := tc.want
+				if !p.tree.countsTasks() {
+					want = "round" // without a count, every settle takes the round
+				}
+				wantSpared, wantGrouped := map[bool]int64{true: settles}[want == "spared"], map[bool]int64{true: settles}[want == "grouped"]
+				assert.Equal(t, wantSpared, gotSpared, "settles that needed no reaping")
+				assert.Equal(t, wantGrouped, gotGrouped, "settles whose orphans were reaped from the task's process group")
+				if want == "round" {
 					assert.GreaterOrEqual(t, gotLists, int64(settles), "readings of this process's children")
+				} else {
+					assert.Zero(t, gotLists, "readings of this process's children")
 				}
 				requireQuiet(t, p)
 			}
@@ -228,12 +238,13 @@ func TestChildrenAreReadOnceAndReusedPidsAreCaught(t *testing.T) {
 // background job that exits just before the shell (a zombie of the shell, then of
 // this process), with it (between leaving the cgroup and becoming a zombie) or
 // after it (killed by the settle) leaves no zombie, whichever way each settle went:
-// spared by the count, or through the reaper's round.
+// spared by the count, reaped from the task's process group, or through the
+// reaper's round.
 func TestNoZombieWhenABackgroundJobEndsWithTheShell(t *testing.T) {
 	requireCgroups(t)
 	p := newTestProducer(t, WithContainment(CgroupContainment))
 	const runs = 60
-	spared, lists := reaps.spared.Load(), reaps.children.lists.Load()
+	spared, grouped, lists := reaps.spared.Load(), reaps.grouped.Load(), reaps.children.lists.Load()
 	for i := range runs {
 		h := startTask(t, p, Command{Command: "/bin/true & exit 0"})
 		o := h.awaitDone(t, settleLimit)
@@ -242,8 +253,35 @@ func TestNoZombieWhenABackgroundJobEndsWithTheShell(t *testing.T) {
 		h.Release()
 		require.Empty(t, zombieChildren(t), "zombie children after run %d", i)
 	}
-	gotSpared, gotLists := reaps.spared.Load()-spared, reaps.children.lists.Load()-lists
-	assert.GreaterOrEqual(t, gotSpared+gotLists, int64(runs), "every settle was spared or took a round")
-	t.Logf("%d of %d settles spared by the count, %d readings of the children list", gotSpared, runs, gotLists)
+	gotSpared, gotGrouped, gotLists := reaps.spared.Load()-spared, reaps.grouped.Load()-grouped, reaps.children.lists.Load()-lists
+	assert.GreaterOrEqual(t, gotSpared+gotGrouped+gotLists, int64(runs), "every settle was spared, reaped the group or took a round")
+	t.Logf("%d of %d settles spared by the count, %d reaped from the group, %d readings of the children list", gotSpared, runs, gotGrouped, gotLists)
 	requireQuiet(t, p)
+}
+
+// BenchmarkSettleWithAnOrphan: a task whose shell leaves a background job, killed
+// by the settle and reaped, with 0 and 2,000 idle host children; ns/op is one
+// task from Start to its outcome. The orphan stays in the task's process group.
+func BenchmarkSettleWithAnOrphan(b *testing.B) {
+	for _, n := range []int{0, 2000} {
+		b.Run(fmt.Sprintf("host-children=%d", n), func(b *testing.B) {
+			stop := benchHostChildren(b, n)
+			defer stop()
+			p := New(WithContainment(CgroupContainment), WithSpillDir(b.TempDir()))
+			defer func() { _ = p.Close() }()
+			if p.Containment() != CgroupContainment {
+				b.Skip("no cgroup containment here")
+			}
+			for b.Loop() {
+				h, err := p.Start(Command{Command: "sleep 1000 & exit 0"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if o := <-h.Done; o.Status != messages.Completed {
+					b.Fatal(o.Detail)
+				}
+				h.Release()
+			}
+		})
+	}
 }

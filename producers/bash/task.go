@@ -66,6 +66,9 @@ type jail interface {
 	// whatever is left of the task and returns once nothing is, with how many live
 	// processes it killed.
 	settle(leader int) (int, error)
+	// reapOrphans runs once the leader is reaped: it reaps the zombies of the task
+	// that settle left to it (cgroup mode, see taskCgroup.reapOrphans).
+	reapOrphans(leader int) error
 	// limitHits reports what the kernel recorded about the task's limits.
 	limitHits() limitHits
 	// release frees what the jail holds, once the leader is reaped.
@@ -84,6 +87,7 @@ func (j *sweepJail) terminate(leader int) error { return signalGroup(leader, sys
 func (j *sweepJail) kill(leader int) error      { return signalGroup(leader, syscall.SIGKILL) }
 func (j *sweepJail) limitHits() limitHits       { return limitHits{} }
 func (j *sweepJail) release() error             { return nil }
+func (j *sweepJail) reapOrphans(int) error      { return nil }
 
 func (j *sweepJail) settle(leader int) (int, error) {
 	return sweeps.run(leader, j.marker, j.subreaper, j.log)
@@ -388,11 +392,12 @@ func (t *task) steps(pr *progress, exited, drained <-chan error) (o messages.Out
 	// 2. Kill whatever is left of the task.
 	leftovers, settleErr := t.jail.settle(t.pid)
 	pr.reach(phaseSettled)
-	// 3. Reap the leader.
+	// 3. Reap the leader, then what the settle left to reap.
 	state, err := t.reapLeader(pr)
 	if err != nil {
 		return t.salvage(pr, exited, drained, err)
 	}
+	settleErr = errors.Join(settleErr, t.jail.reapOrphans(t.pid))
 	// 4. Drain the output pipe.
 	drainNote := t.drain(pr, drained)
 	// 5. Read the limits hit, release the jail.
@@ -644,6 +649,7 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 	if !pr.done(phaseReaped) {
 		_ = messages.Contain("bash salvage reap", func() error { _, err := t.reapLeader(pr); return err })
 	}
+	_ = messages.Contain("bash salvage orphans", func() error { return t.jail.reapOrphans(t.pid) })
 	if !pr.drained {
 		_ = messages.Contain("bash salvage drain", func() error {
 			if err := t.pipe.SetReadDeadline(time.Now()); err != nil {
