@@ -44,7 +44,10 @@ type taskCgroup struct {
 	// orphans is set by a settle whose count said more than the leader was left:
 	// reapOrphans reaps them once the leader is reaped.
 	orphans bool
-	parked  time.Time // when the pool parked it
+	// suspects are the processes kill found in the cgroup: reapOrphans looks for
+	// their zombies among this process's children by pid.
+	suspects []int
+	parked   time.Time // when the pool parked it
 }
 
 // newTask creates the cgroup of a task named name with limits lim. Each limit goes
@@ -293,6 +296,8 @@ func (c *taskCgroup) terminate(leader int) error {
 // cannot escape it.
 func (c *taskCgroup) kill(int) error {
 	c.killed = true
+	// Who is killed: their zombies are this task's to reap (see reapOrphans).
+	c.suspects = append(c.suspects, readPids(c.dir+"/cgroup.procs")...)
 	err := writeFile(c.dir+"/cgroup.kill", "1")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -310,8 +315,10 @@ func (c *taskCgroup) settle(leader int) (int, error) {
 	leftovers := 0
 	var err error
 	if c.look() == 1 {
-		leftovers = len(readPids(c.dir + "/cgroup.procs"))
-		if err = c.kill(leader); err == nil {
+		before := len(c.suspects)
+		err = c.kill(leader)
+		leftovers = len(c.suspects) - before
+		if err == nil {
 			if !waitFor(c.dir+"/cgroup.events", sweepTimeout, func() bool { return c.populated() != 1 }) {
 				err = fmt.Errorf("processes survived cgroup.kill for %s", sweepTimeout)
 			}
@@ -335,15 +342,17 @@ func (c *taskCgroup) settle(leader int) (int, error) {
 	return leftovers, err
 }
 
-// Orphans in the task's process group. When the settle's count says that more than
-// the leader is left, what is left is dead (killed, "populated 0") and not reaped:
-// zombies that became this process's children, or processes an instant away from
-// it. Most stay in the leader's process group (a shell's background jobs, their
-// children), where waitid finds them without a look at this process's other
-// children: reapOrphans reaps those, one at a time, each after checking that it
-// died in the task's cgroup, until the count says none is left. A process that
-// left the group (setsid, setpgid), or a group member from elsewhere, leaves the
-// rest to the reaper's round, as does a count that cannot be read.
+// Orphans of a task. When the settle's count says that more than the leader is
+// left, what is left is dead (killed, "populated 0") and not reaped: zombies that
+// became this process's children, or processes an instant away from it. Most can
+// be named without a look at this process's other children: the processes in the
+// leader's process group (a shell's background jobs and their children), which
+// waitid finds, and the processes a kill found in the cgroup (suspects), which
+// left the group or not. reapOrphans reaps those, one at a time, each after
+// checking that it died in the task's cgroup, until the count says none is left.
+// What neither names (a process that left the group and died before any kill, a
+// fork that raced a kill), a foreign zombie in the group, or a count that cannot
+// be read, leaves the rest to the reaper's round.
 
 // Bounds of reapOrphans's wait for a process between its cgroup exit and its
 // zombie state, before the round takes over.
@@ -352,13 +361,13 @@ const (
 	orphanPause = 200 * time.Microsecond
 )
 
-// What reapGroup found once it had reaped what it could.
-type groupState int
+// What a look for orphans found once it had reaped what it could.
+type orphanState int
 
 const (
-	groupGone    groupState = iota // no child of this process is in the group
-	groupExiting                   // children in the group, none a zombie yet
-	groupForeign                   // a zombie of the group that did not die in the task's cgroup
+	orphansGone    orphanState = iota // none of the named processes is a child of this process
+	orphansExiting                    // some are, but not zombies yet
+	orphansForeign                    // a zombie that did not die in the task's cgroup
 )
 
 // reapOrphans runs once the leader is reaped (so that it is not what waitid finds
@@ -368,22 +377,27 @@ func (c *taskCgroup) reapOrphans(pgid int) error {
 		return nil
 	}
 	c.orphans = false
+	defer func() { c.suspects = nil }()
 	for idle := 0; ; {
 		n, ok := c.processCount()
 		if !ok {
 			break
 		}
 		if n == 0 {
-			reaps.grouped.Add(1)
+			reaps.named.Add(1)
 			return nil
 		}
-		reaped, state := c.reapGroup(pgid)
-		if reaped > 0 {
+		inGroup, group := c.reapGroup(pgid)
+		named, suspects := c.reapSuspects()
+		if group == orphansForeign || suspects == orphansForeign {
+			break // not the task's to reap: the round tells them apart
+		}
+		if inGroup+named > 0 {
 			idle = 0
 			continue
 		}
-		if state != groupExiting || idle >= orphanTries {
-			break // the rest is outside the group, or not the task's to reap here
+		if (group != orphansExiting && suspects != orphansExiting) || idle >= orphanTries {
+			break // the rest is not named here
 		}
 		idle++
 		time.Sleep(orphanPause)
@@ -393,27 +407,63 @@ func (c *taskCgroup) reapOrphans(pgid int) error {
 
 // reapGroup reaps the zombie children of this process in process group pgid that
 // died in the task's cgroup, and says what it found then.
-func (c *taskCgroup) reapGroup(pgid int) (int, groupState) {
+func (c *taskCgroup) reapGroup(pgid int) (int, orphanState) {
 	for reaped := 0; ; reaped++ {
 		var info unix.Siginfo
 		if err := unix.Waitid(unix.P_PGID, pgid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
-			return reaped, groupGone // ECHILD
+			return reaped, orphansGone // ECHILD
 		}
-		pid := int((*[5]int32)(unsafe.Pointer(&info))[4]) // si_pid: after si_signo, si_errno, si_code, padding
+		pid := siPid(&info)
 		if pid == 0 {
-			return reaped, groupExiting
+			return reaped, orphansExiting
 		}
-		reaps.children.reads.Add(1)
-		if cgroupOf(pid) != c.line {
-			return reaped, groupForeign
-		}
-		// The pid cannot be another process's yet: only this process reaps its
-		// children, and this one is not reaped.
-		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil); err != nil {
-			return reaped, groupForeign
+		if !c.reapIfMine(pid) {
+			return reaped, orphansForeign
 		}
 	}
 }
+
+// reapSuspects reaps the zombies of the processes kill found, and drops those that
+// are not children of this process (reaped by their parents, in the task).
+func (c *taskCgroup) reapSuspects() (int, orphanState) {
+	reaped, state := 0, orphansGone
+	kept := c.suspects[:0]
+	for _, pid := range c.suspects {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); err != nil {
+			continue // ECHILD: not a child of this process (any more)
+		}
+		switch {
+		case siPid(&info) == 0:
+			kept = append(kept, pid)
+			if state == orphansGone {
+				state = orphansExiting
+			}
+		case c.reapIfMine(pid):
+			reaped++
+		default:
+			// The pid was reaped by its parent and is another child's now.
+			state = orphansForeign
+		}
+	}
+	c.suspects = kept
+	return reaped, state
+}
+
+// reapIfMine reaps the zombie child pid if it died in the task's cgroup. The pid
+// cannot change hands meanwhile: only this process reaps its children.
+func (c *taskCgroup) reapIfMine(pid int) bool {
+	reaps.children.reads.Add(1)
+	if cgroupOf(pid) != c.line {
+		return false
+	}
+	var info unix.Siginfo
+	return unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil) == nil
+}
+
+// siPid is si_pid of a waitid result: after si_signo, si_errno, si_code and
+// padding; 0 when WNOHANG found nothing to report.
+func siPid(info *unix.Siginfo) int { return int((*[5]int32)(unsafe.Pointer(info))[4]) }
 
 // diedOfSIGKILL reports whether the exited, unreaped leader was killed by SIGKILL,
 // without reaping it. A task that wrote its own cgroup.kill ends that way (see

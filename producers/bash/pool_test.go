@@ -371,6 +371,7 @@ func TestCloseReleasesEveryDescriptor(t *testing.T) {
 		return len(entries)
 	}
 	forEachMode(t, func(t *testing.T, mode Option) {
+		quiesceEvents() // an earlier test's watch may still be ending
 		before := openFDs()
 		p := newTestProducer(t, mode)
 		var wg sync.WaitGroup

@@ -39,9 +39,10 @@ type reaper struct {
 	// spared counts the settles that needed no round: the task's process count
 	// said nothing but its leader was left (taskCgroup.onlyTheLeaderIsLeft). For tests.
 	spared atomic.Int64
-	// grouped counts the settles whose orphans were all reaped from the task's
-	// process group, with no round (taskCgroup.reapOrphans). For tests.
-	grouped atomic.Int64
+	// named counts the settles whose orphans were all reaped by name (the task's
+	// process group, the processes a kill found), with no round
+	// (taskCgroup.reapOrphans). For tests.
+	named atomic.Int64
 }
 
 type reapReq struct {

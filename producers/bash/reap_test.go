@@ -80,15 +80,16 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 		command string
 		perTask int64 // reads a settle may cost, beside its own processes'
 		// how it settles where tasks are counted: "spared" (nothing left, no reaping),
-		// "grouped" (its orphans reaped from its process group) — neither with a look
-		// at this process's children — or "round" (the reaper's round reads them)
+		// "named" (its orphans reaped by name: from its process group, or as
+		// processes the kill found) — neither with a look at this process's
+		// children — or "round" (the reaper's round reads them)
 		want string
 	}{
 		{"a task that leaves nothing", "/bin/true", 4, "spared"},
-		{"a task whose orphan in its group is a zombie before it ends", "( /bin/true & ); sleep 0.05", 4, "grouped"},
-		{"a task whose orphan in its group the settle kills", "sleep 1000 & exit 0", 4, "grouped"},
-		{"a task whose orphan is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10, "round"},
-		{"a task whose orphan the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 16, "round"},
+		{"a task whose orphan in its group is a zombie before it ends", "( /bin/true & ); sleep 0.05", 4, "named"},
+		{"a task whose orphan in its group the settle kills", "sleep 1000 & exit 0", 4, "named"},
+		{"a task whose orphans in and out of its group the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 4, "named"},
+		{"a task whose orphan out of its group is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10, "round"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			perSettle := map[int]float64{}
@@ -102,21 +103,21 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 					h.Release()
 				}
 				run() // the reaper meets the host's children once
-				before, lists, spared, grouped := reaps.children.reads.Load(), reaps.children.lists.Load(), reaps.spared.Load(), reaps.grouped.Load()
+				before, lists, spared, named := reaps.children.reads.Load(), reaps.children.lists.Load(), reaps.spared.Load(), reaps.named.Load()
 				for range settles {
 					run()
 				}
 				got := reaps.children.reads.Load() - before
 				perSettle[n] = float64(got) / settles
 				assert.LessOrEqual(t, got, settles*tc.perTask, "reads in %d settles with %d idle host children", settles, n)
-				gotLists, gotSpared, gotGrouped := reaps.children.lists.Load()-lists, reaps.spared.Load()-spared, reaps.grouped.Load()-grouped
+				gotLists, gotSpared, gotNamed := reaps.children.lists.Load()-lists, reaps.spared.Load()-spared, reaps.named.Load()-named
 				want := tc.want
 				if !p.tree.countsTasks() {
 					want = "round" // without a count, every settle takes the round
 				}
-				wantSpared, wantGrouped := map[bool]int64{true: settles}[want == "spared"], map[bool]int64{true: settles}[want == "grouped"]
+				wantSpared, wantNamed := map[bool]int64{true: settles}[want == "spared"], map[bool]int64{true: settles}[want == "named"]
 				assert.Equal(t, wantSpared, gotSpared, "settles that needed no reaping")
-				assert.Equal(t, wantGrouped, gotGrouped, "settles whose orphans were reaped from the task's process group")
+				assert.Equal(t, wantNamed, gotNamed, "settles whose orphans were reaped by name")
 				if want == "round" {
 					assert.GreaterOrEqual(t, gotLists, int64(settles), "readings of this process's children")
 				} else {
@@ -238,13 +239,12 @@ func TestChildrenAreReadOnceAndReusedPidsAreCaught(t *testing.T) {
 // background job that exits just before the shell (a zombie of the shell, then of
 // this process), with it (between leaving the cgroup and becoming a zombie) or
 // after it (killed by the settle) leaves no zombie, whichever way each settle went:
-// spared by the count, reaped from the task's process group, or through the
-// reaper's round.
+// spared by the count, reaped by name, or through the reaper's round.
 func TestNoZombieWhenABackgroundJobEndsWithTheShell(t *testing.T) {
 	requireCgroups(t)
 	p := newTestProducer(t, WithContainment(CgroupContainment))
 	const runs = 60
-	spared, grouped, lists := reaps.spared.Load(), reaps.grouped.Load(), reaps.children.lists.Load()
+	spared, named, lists := reaps.spared.Load(), reaps.named.Load(), reaps.children.lists.Load()
 	for i := range runs {
 		h := startTask(t, p, Command{Command: "/bin/true & exit 0"})
 		o := h.awaitDone(t, settleLimit)
@@ -253,9 +253,9 @@ func TestNoZombieWhenABackgroundJobEndsWithTheShell(t *testing.T) {
 		h.Release()
 		require.Empty(t, zombieChildren(t), "zombie children after run %d", i)
 	}
-	gotSpared, gotGrouped, gotLists := reaps.spared.Load()-spared, reaps.grouped.Load()-grouped, reaps.children.lists.Load()-lists
-	assert.GreaterOrEqual(t, gotSpared+gotGrouped+gotLists, int64(runs), "every settle was spared, reaped the group or took a round")
-	t.Logf("%d of %d settles spared by the count, %d reaped from the group, %d readings of the children list", gotSpared, runs, gotGrouped, gotLists)
+	gotSpared, gotNamed, gotLists := reaps.spared.Load()-spared, reaps.named.Load()-named, reaps.children.lists.Load()-lists
+	assert.GreaterOrEqual(t, gotSpared+gotNamed+gotLists, int64(runs), "every settle was spared, reaped by name or took a round")
+	t.Logf("%d of %d settles spared by the count, %d reaped by name, %d readings of the children list", gotSpared, runs, gotNamed, gotLists)
 	requireQuiet(t, p)
 }
 
