@@ -82,11 +82,12 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 		// how it settles where tasks are counted: "spared" (nothing left, no reaping),
 		// "named" (its orphans reaped by name: from its process group, or as
 		// processes the kill found) — neither with a look at this process's
-		// children — or "round" (the reaper's round reads them)
+		// children —, "either" of them (the subshell may reap its background job
+		// itself when the job ends first), or "round" (the reaper's round reads them)
 		want string
 	}{
 		{"a task that leaves nothing", "/bin/true", 4, "spared"},
-		{"a task whose orphan in its group is a zombie before it ends", "( /bin/true & ); sleep 0.05", 4, "named"},
+		{"a task whose orphan in its group is a zombie before it ends", "( /bin/true & ); sleep 0.05", 4, "either"},
 		{"a task whose orphan in its group the settle kills", "sleep 1000 & exit 0", 4, "named"},
 		{"a task whose orphans in and out of its group the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 4, "named"},
 		{"a task whose orphan out of its group is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10, "round"},
@@ -115,9 +116,14 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 				if !p.tree.countsTasks() {
 					want = "round" // without a count, every settle takes the round
 				}
-				wantSpared, wantNamed := map[bool]int64{true: settles}[want == "spared"], map[bool]int64{true: settles}[want == "named"]
-				assert.Equal(t, wantSpared, gotSpared, "settles that needed no reaping")
-				assert.Equal(t, wantNamed, gotNamed, "settles whose orphans were reaped by name")
+				switch want {
+				case "either":
+					assert.Equal(t, int64(settles), gotSpared+gotNamed, "settles that needed no reaping or reaped by name")
+				default:
+					wantSpared, wantNamed := map[bool]int64{true: settles}[want == "spared"], map[bool]int64{true: settles}[want == "named"]
+					assert.Equal(t, wantSpared, gotSpared, "settles that needed no reaping")
+					assert.Equal(t, wantNamed, gotNamed, "settles whose orphans were reaped by name")
+				}
 				if want == "round" {
 					assert.GreaterOrEqual(t, gotLists, int64(settles), "readings of this process's children")
 				} else {
