@@ -18,10 +18,10 @@ import (
 // the way. Its reader goroutine runs while at least one file is watched.
 //
 // Ending an inotify instance takes the kernel an SRCU grace period (about 15 ms
-// here, in close(2)), so the last unwatch does not wait for it: the reader ends the
-// instance in the background, and a later watch starts a new one at once. Producer
-// Close waits for such an end (quiesce), so that nothing of the producer is left
-// running after it.
+// here, in close(2)), so the last unwatch does not wait for it: the instance is
+// closed on a goroutine of its own, and a later watch starts a new one at once.
+// Producer Close waits for such ends (quiesce), so that nothing of the producer is
+// left running after it.
 var fileEvents watcher
 
 type watcher struct {
