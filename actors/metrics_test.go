@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -119,6 +120,53 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 		assert.Equal(t, want, got[name], name)
 	}
 	t.Logf("metrics after the run: %v", got)
+}
+
+// A kill's stop is timed from the kill, also when the work settles while its Cancel
+// runs (before the kill is accepted), and not at all when the Cancel fails and the
+// task runs on.
+func TestAKillIsTimedFromItsRequest(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer func() { require.NoError(t, mp.Shutdown(bg)) }()
+	rt := newRT(t, actors.WithMeterProvider(mp))
+	register(t, rt, "a1")
+	settled := make(chan messages.TaskID, 4)
+	defer rt.Tasks().OnDone(func(s messages.Snapshot) { settled <- s.ID })()
+	stopCount := func() float64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(bg, &rm))
+		return sums(t, rm)["taskrt.task.stop_duration:count"]
+	}
+
+	// The Cancel settles the work and returns only once the runtime has the
+	// settlement: the outcome always comes before the kill is accepted.
+	f := newFake()
+	s := f.spec("bash", "a1", false)
+	run := s.Run
+	s.Run = func() (messages.Hooks, error) {
+		h, err := run()
+		h.Cancel = func(string) error {
+			f.Finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
+			<-settled
+			return nil
+		}
+		return h, err
+	}
+	id := start(t, rt, s)
+	res, err := rt.Tasks().Kill(bg, id, "a1", "stop")
+	require.NoError(t, err)
+	assert.Equal(t, messages.KillRequested, res)
+	assert.Equal(t, 1.0, stopCount(), "the kill that settled the work while its Cancel ran")
+
+	failing := newFake()
+	failing.FailCancel(errors.New("no"))
+	id = start(t, rt, failing.spec("bash", "a1", false))
+	_, err = rt.Tasks().Kill(bg, id, "a1", "stop")
+	require.ErrorIs(t, err, messages.ErrCancelFailed)
+	failing.Finish(messages.Outcome{Status: messages.Completed})
+	assert.Equal(t, id, <-settled)
+	assert.Equal(t, 1.0, stopCount(), "a task whose Cancel failed settled on its own: no stop")
 }
 
 // Recording metrics costs no allocation per task: none at all without a meter

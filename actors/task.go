@@ -167,7 +167,9 @@ func (t *task) Receive(ctx actor.Context) {
 	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
-		t.flushSpawning(ctx) // a panic in Started after the announcement was made
+		if t.spawning != nil && t.spawning.pid != nil {
+			t.flushSpawning(ctx) // a panic in Started after the announcement was made
+		}
 		// A panic in the Started handler after the actor announced itself must not
 		// leave its starter waiting: answer it now, after the failed settlement.
 		if t.starter != nil && t.self != nil {
@@ -305,7 +307,9 @@ func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outco
 		}
 		t.phase = phaseStopping
 		t.snap.Status = messages.Stopping
-		t.stopAt = time.Now()
+		if t.stopAt.IsZero() { // a kill's stop began when it was asked for (cancelAsync)
+			t.stopAt = time.Now()
+		}
 		t.toRegistry(ctx, &taskChanged{snap: t.snap})
 		t.failQueuedInputs(ctx)
 		return true
@@ -461,6 +465,11 @@ func (c *producerCalls) taken() { c.inFlight-- }
 // cancelAsync calls the producer's Cancel off the mailbox; the result comes back as a
 // cancelResult. sender is the KillTask requester; nil for a teardown's Cancel.
 func (t *task) cancelAsync(reason string, sender *actor.PID) {
+	if sender != nil && t.phase == phaseRunning && t.stopAt.IsZero() {
+		// A kill's stop begins now: the work may settle while Cancel runs, before
+		// the kill is accepted, and its stop is still timed (stop_duration).
+		t.stopAt = time.Now()
+	}
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
 	t.calls.run(rt, "cancel", func() {
 		err := messages.Contain("cancel", func() error { return cancel(reason) })
@@ -491,6 +500,9 @@ func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 		}
 		ctx.Send(r.sender, &messages.KillReply{Result: res})
 	case r.err != nil:
+		if t.phase == phaseRunning && len(t.kills) == 0 {
+			t.stopAt = time.Time{} // no stop began: the task runs on
+		}
 		ctx.Send(r.sender, &messages.KillReply{Err: fmt.Errorf("%w for task %s: %w", messages.ErrCancelFailed, t.snap.ID, r.err)})
 	default:
 		t.report(ctx)

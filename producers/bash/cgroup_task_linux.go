@@ -333,7 +333,7 @@ func (c *taskCgroup) settle(leader int) (int, error) {
 			c.alone = true
 			reaps.spared.Add(1)
 		case c.counter != "":
-			c.orphans = true // reaped from the task's process group once the leader is (reapOrphans)
+			c.orphans = true // reaped by name once the leader is (reapOrphans)
 		default:
 			err = errors.Join(err, reaps.run(c.line))
 		}
