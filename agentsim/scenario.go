@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -95,7 +94,8 @@ type Expect struct {
 	// Statuses: the number of tasks that settled with each status (statuses not
 	// named must not occur).
 	Statuses map[messages.Status]int `json:"statuses,omitempty"`
-	// Tasks: per task id, its terminal status, optionally with a detail prefix:
+	// Tasks: per task (an id, or KIND@OWNER as in SettledBefore), its terminal
+	// status, optionally with a detail prefix:
 	// "completed", "failed, error: simulated".
 	Tasks map[messages.TaskID]string `json:"tasks,omitempty"`
 	// Notices: how many notices were delivered and suppressed.
@@ -103,7 +103,8 @@ type Expect struct {
 	// ModelCalls: per model name, how many steps it was asked for, across all its
 	// instances.
 	ModelCalls map[string]int `json:"model_calls,omitempty"`
-	// SettledBefore: pairs of task ids [a, b]: a settled before b.
+	// SettledBefore: pairs of tasks [a, b], each an id or KIND@OWNER (findTask): a
+	// settled before b.
 	SettledBefore [][2]messages.TaskID `json:"settled_before,omitempty"`
 	// Transcript: per agent, substrings that must occur, in this order, in its
 	// rendered transcript (one line per entry, "kind: text").
@@ -419,9 +420,9 @@ func (e Expect) check(r *Report) []string {
 	}
 	for _, id := range sortedKeys(e.Tasks) {
 		want := e.Tasks[id]
-		i := slices.IndexFunc(r.Tasks, func(t TaskInfo) bool { return t.ID == id })
-		if i < 0 {
-			fail("task %s never settled", id)
+		i, err := findTask(r.Tasks, id)
+		if err != nil {
+			fail("%v", err)
 			continue
 		}
 		t := r.Tasks[i]
@@ -444,9 +445,12 @@ func (e Expect) check(r *Report) []string {
 		}
 	}
 	for _, p := range e.SettledBefore {
-		a := slices.IndexFunc(r.Tasks, func(t TaskInfo) bool { return t.ID == p[0] })
-		b := slices.IndexFunc(r.Tasks, func(t TaskInfo) bool { return t.ID == p[1] })
-		if a < 0 || b < 0 || a > b {
+		a, aerr := findTask(r.Tasks, p[0])
+		b, berr := findTask(r.Tasks, p[1])
+		switch {
+		case aerr != nil || berr != nil:
+			fail("%v", errors.Join(aerr, berr))
+		case a > b:
 			fail("task %s did not settle before %s (order: %s)", p[0], p[1], settleOrder(r.Tasks))
 		}
 	}
@@ -463,6 +467,33 @@ func (e Expect) check(r *Report) []string {
 		}
 	}
 	return out
+}
+
+// findTask finds a task an expectation names (ts in settle order): by its id
+// ("bash-3"), or as KIND@OWNER ("subagent@a1/sub-1"), the one task of that kind
+// that agent started. Ids are given out when a start commits, so a task whose start
+// races another of its kind — a background sub-agent's own sub-agent can commit
+// before it — has no fixed id; its kind and owner name it all the same.
+func findTask(ts []TaskInfo, ref messages.TaskID) (int, error) {
+	kind, owner, byOwner := strings.Cut(string(ref), "@")
+	match := func(t TaskInfo) bool { return t.ID == ref }
+	if byOwner {
+		match = func(t TaskInfo) bool { return t.Kind == kind && string(t.Owner) == owner }
+	}
+	found := -1
+	for i, t := range ts {
+		if !match(t) {
+			continue
+		}
+		if found >= 0 {
+			return -1, fmt.Errorf("task %s names both %s and %s", ref, ts[found].ID, t.ID)
+		}
+		found = i
+	}
+	if found < 0 {
+		return -1, fmt.Errorf("task %s never settled", ref)
+	}
+	return found, nil
 }
 
 func settleOrder(ts []TaskInfo) string {

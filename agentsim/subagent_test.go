@@ -210,8 +210,8 @@ func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
 	}
 	// The lead's turn ends only after two gates: level3 opens one once its bash call
 	// returned, and level2 the other once its subagent call returned. (The level-3
-	// child runs from inside that call's Launch, before the runtime records
-	// subagent-2: its own gate alone did not order that start.) So the runtime
+	// child runs from inside that call's Launch, before the runtime records the
+	// level-2 task: its own gate alone did not order that start.) So the runtime
 	// holds all five tasks and three agents now. The processes are another matter:
 	// each shell has started, but it may still be exec'ing its command, and a /proc
 	// scan in the middle of an exec can miss it: wait until the scan sees all three.
@@ -240,31 +240,35 @@ func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	at := func(id messages.TaskID) int {
-		return slices.IndexFunc(settled, func(s messages.Snapshot) bool { return s.ID == id })
-	}
-	owner := map[messages.TaskID]messages.AgentID{}
-	for _, s := range settled {
-		owner[s.ID] = s.Owner
+	// Each task is named by its kind and owner ("subagent@a1"): ids are given out
+	// at commit, and the level-3 sub-agent's start, made from inside the level-2
+	// start's Run, may commit first and take subagent-1. The shells' ids are fixed:
+	// each level's bash call returns before the next level exists.
+	named := map[string]int{} // kind@owner → place in the settle order
+	gotIDs := map[string]messages.TaskID{}
+	for i, s := range settled {
+		name := s.Kind + "@" + string(s.Owner)
+		named[name], gotIDs[name] = i, s.ID
 		if s.Status != messages.Killed {
-			t.Errorf("%s = %s (%s), want killed", s.ID, s.Status, s.Detail)
+			t.Errorf("%s (%s) = %s (%s), want killed", s.ID, name, s.Status, s.Detail)
 		}
 	}
-	wantOwners := map[messages.TaskID]messages.AgentID{
-		"bash-1": "a1", "subagent-1": "a1",
-		"bash-2": "a1/sub-1", "subagent-2": "a1/sub-1",
-		"bash-3": "a1/sub-1/sub-2",
+	wantIDs := map[string]messages.TaskID{
+		"bash@a1": "bash-1", "subagent@a1": gotIDs["subagent@a1"],
+		"bash@a1/sub-1": "bash-2", "subagent@a1/sub-1": gotIDs["subagent@a1/sub-1"],
+		"bash@a1/sub-1/sub-2": "bash-3",
 	}
-	if !mapsEqual(owner, wantOwners) {
-		t.Fatalf("owners = %v, want %v", owner, wantOwners)
+	if !mapsEqual(gotIDs, wantIDs) || !mapsEqual(map[messages.TaskID]bool{gotIDs["subagent@a1"]: true, gotIDs["subagent@a1/sub-1"]: true},
+		map[messages.TaskID]bool{"subagent-1": true, "subagent-2": true}) {
+		t.Fatalf("tasks = %v, want %v with the two sub-agents subagent-1 and subagent-2", gotIDs, wantIDs)
 	}
 	// A sub-agent task settles only after every task of its child agent's subtree.
-	for _, rule := range [][2]messages.TaskID{
-		{"bash-3", "subagent-2"},
-		{"subagent-2", "subagent-1"},
-		{"bash-2", "subagent-1"},
+	for _, rule := range [][2]string{
+		{"bash@a1/sub-1/sub-2", "subagent@a1/sub-1"},
+		{"subagent@a1/sub-1", "subagent@a1"},
+		{"bash@a1/sub-1", "subagent@a1"},
 	} {
-		if at(rule[0]) > at(rule[1]) {
+		if named[rule[0]] > named[rule[1]] {
 			t.Errorf("%s settled after %s; order: %v", rule[0], rule[1], ids(settled))
 		}
 	}
