@@ -231,19 +231,23 @@ func TestCancelDoesNotBlock(t *testing.T) {
 // the subtest, so that survivors are found by their command line, whether they
 // carry a marker or not. The hidden escapes (a cleared environment and a new
 // session) are contained in cgroup mode only; TestSweepModeCannotSeeHiddenEscapes
-// pins what sweep mode leaves of them.
+// pins what sweep mode leaves of them. So are the escapes that die unseen (a new
+// session, dead before sweep mode's first scan), whose zombies sweep mode leaves.
 func TestNoSurvivors(t *testing.T) {
 	forEachMode(t, func(t *testing.T, mode Option) {
 		sweep := New(mode).Containment() == SweepContainment
 		for _, e := range noSurvivorEscapes {
 			for _, end := range noSurvivorEndings {
-				if e.hidden && sweep {
+				if (e.hidden || e.unseenDead) && sweep {
 					continue
 				}
 				t.Run(e.name+" leaves nothing "+end.name, func(t *testing.T) {
 					p := newTestProducer(t, mode, WithGrace(500*time.Millisecond))
 					sleep := uniqueSleep()
 					h := startTask(t, p, Command{Command: strings.ReplaceAll(e.spawn, "SLEEP", sleep) + end.suffix})
+					if sweep && end.signals {
+						awaitEscaped(t, e.spawn, sleep)
+					}
 					end.end(t, h)
 					o := h.awaitDone(t, settleLimit)
 					end.check(t, o)
@@ -259,24 +263,29 @@ func TestNoSurvivors(t *testing.T) {
 var noSurvivorEscapes = []struct {
 	name, spawn string
 	hidden      bool // no marker and a new session: invisible to sweep mode
+	// unseenDead: a new session and dead before a scan saw it alive, so sweep mode
+	// leaves its zombie (the gap producers/bash/doc.go names); cgroup mode only.
+	unseenDead bool
 }{
-	{"background job", "SLEEP &", false},
-	{"setsid", "setsid SLEEP &", false},
-	{"setsid with output closed", "setsid SLEEP </dev/null >/dev/null 2>&1 &", false},
-	{"double fork", "( (SLEEP &) & )", false},
-	{"nohup", "nohup SLEEP >/dev/null 2>&1 &", false},
-	{"sigterm-ignoring child", "(trap '' TERM; SLEEP; echo) &", false},
-	{"setsid double fork of a tree", "(setsid bash -c 'SLEEP & SLEEP & wait' </dev/null >/dev/null 2>&1 &)", false},
-	{"short-lived orphans", "for i in 1 2 3; do (true &); done; (sleep 0.05 &)", false},
-	{"env -i setsid -f", "env -i setsid -f SLEEP </dev/null >/dev/null 2>&1", true},
-	{"unset marker and setsid", "(unset TASKRT_BASH_TASK; setsid SLEEP </dev/null >/dev/null 2>&1 &)", true},
+	{"background job", "SLEEP &", false, false},
+	{"setsid", "setsid SLEEP &", false, false},
+	{"setsid with output closed", "setsid SLEEP </dev/null >/dev/null 2>&1 &", false, false},
+	{"double fork", "( (SLEEP &) & )", false, false},
+	{"nohup", "nohup SLEEP >/dev/null 2>&1 &", false, false},
+	{"sigterm-ignoring child", "(trap '' TERM; SLEEP; echo) &", false, false},
+	{"setsid double fork of a tree", "(setsid bash -c 'SLEEP & SLEEP & wait' </dev/null >/dev/null 2>&1 &)", false, false},
+	{"short-lived orphans", "for i in 1 2 3; do (true &); done; (sleep 0.05 &)", false, false},
+	{"env -i setsid -f", "env -i setsid -f SLEEP </dev/null >/dev/null 2>&1", true, false},
+	{"unset marker and setsid", "(unset TASKRT_BASH_TASK; setsid SLEEP </dev/null >/dev/null 2>&1 &)", true, false},
+	{"short-lived setsid orphans", "for i in 1 2 3; do (setsid true &); done; (setsid sleep 0.05 &)", false, true},
 }
 
 var noSurvivorEndings = []struct {
-	name   string
-	suffix string
-	end    func(t *testing.T, h *testTask)
-	check  func(t *testing.T, o messages.Outcome)
+	name    string
+	suffix  string
+	signals bool // end signals the shell's process group (see awaitEscaped)
+	end     func(t *testing.T, h *testTask)
+	check   func(t *testing.T, o messages.Outcome)
 }{
 	{
 		name:   "after it completes",
@@ -288,8 +297,9 @@ var noSurvivorEndings = []struct {
 		},
 	},
 	{
-		name:   "after it is killed",
-		suffix: "\necho ready; sleep 1000",
+		name:    "after it is killed",
+		suffix:  "\necho ready; sleep 1000",
+		signals: true,
 		end: func(t *testing.T, h *testTask) {
 			readUntil(t, h, "ready", settleLimit)
 			require.NoError(t, h.Cancel("user asked"))
@@ -300,8 +310,9 @@ var noSurvivorEndings = []struct {
 		},
 	},
 	{
-		name:   "after its owner is disposed",
-		suffix: "\necho ready; sleep 1000 & wait",
+		name:    "after its owner is disposed",
+		suffix:  "\necho ready; sleep 1000 & wait",
+		signals: true,
 		end: func(t *testing.T, h *testTask) {
 			readUntil(t, h, "ready", settleLimit)
 			require.NoError(t, h.Cancel("owner disposed"))
@@ -340,6 +351,31 @@ func processesRunning(t testing.TB, command string) []int {
 		}
 	}
 	return pids
+}
+
+// awaitEscaped waits, for an escape that runs SLEEP, until its sleep runs: the
+// escape (a new session, a double fork) is then complete. Sweep mode needs it
+// before a kill: a process that the kill's signal reaches while it is still in the
+// shell's process group, and that leaves the group and the session before the
+// signal lands (setsid between the two), dies as a zombie that no scan saw alive —
+// no session, group, marker or recorded start time names it as the task's, and it
+// is left unreaped (the gap producers/bash/doc.go names under sweep mode). Cgroup
+// mode names it by the cgroup it died in, so its tests kill mid-escape too.
+func awaitEscaped(t *testing.T, spawn, sleep string) {
+	t.Helper()
+	if !strings.Contains(spawn, "SLEEP") {
+		return
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(settleLimit)
+	for len(processesRunning(t, sleep)) == 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%q never ran", sleep)
+		}
+	}
 }
 
 func TestAnInternalPanicFailsTheTaskAndStillLeavesNothing(t *testing.T) {

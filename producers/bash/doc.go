@@ -66,7 +66,15 @@
 //     cannot see a process that both clears (or unsets) its environment marker and
 //     leaves the session (`env -i setsid cmd &`, `unset TASKRT_BASH_TASK; setsid
 //     cmd &`), nor work handed to a daemon outside the task's process tree; and a
-//     scan costs time in proportion to every process on the machine.
+//     scan costs time in proportion to every process on the machine. Its one gap
+//     in "not even a zombie": a process that leaves the session and dies before a
+//     scan has seen it alive — a short command escaped through a subshell that
+//     exits at once, `(setsid cmd &)`, or one that a kill's signal reached while it
+//     was still in the shell's process group and that called setsid before the
+//     signal landed — is left as this process's zombie: a zombie has no
+//     environment, so nothing names it as the task's, and reaping a zombie child
+//     that is not positively the task's could steal another os/exec child's
+//     status. Cgroup mode names such a zombie by the cgroup it died in.
 //
 // # Host death
 //

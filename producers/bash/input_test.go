@@ -325,6 +325,9 @@ func TestNoSurvivorsInEveryStdinMode(t *testing.T) {
 						p := newTestProducer(t, mode, WithGrace(500*time.Millisecond))
 						sleep := uniqueSleep()
 						h := startTask(t, p, Command{Command: strings.ReplaceAll(e.spawn, "SLEEP", sleep) + end.suffix, Stdin: stdin})
+						if sweep && end.signals {
+							awaitEscaped(t, e.spawn, sleep)
+						}
 						end.end(t, h)
 						o := h.awaitDone(t, settleLimit)
 						end.check(t, o)

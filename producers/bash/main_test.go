@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,14 +160,16 @@ func readUntil(t testing.TB, h *testTask, want string, limit time.Duration) stri
 }
 
 // zombieChildren lists zombies whose parent is this test process.
-func zombieChildren(t testing.TB) []int {
+func zombieChildren(t testing.TB) []string {
 	t.Helper()
 	procs, err := scanProcs()
 	require.NoError(t, err)
-	var z []int
+	var z []string
 	for _, p := range procs {
 		if p.zombie && p.ppid == selfPid {
-			z = append(z, p.pid)
+			// Enough to tell which of a task's processes it was.
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p.pid))
+			z = append(z, fmt.Sprintf("%d (%s) pgrp %d sid %d started %d", p.pid, strings.TrimSpace(string(comm)), p.pgrp, p.sid, p.start))
 		}
 	}
 	return z
