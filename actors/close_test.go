@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
@@ -233,4 +236,19 @@ func TestAnAgentCountsInStatsAsSoonAsRegisterReturns(t *testing.T) {
 		require.NoError(t, rt.Agents().Dispose(bg, messages.AgentID(fmt.Sprintf("a%d", i))))
 	}
 	assert.Equal(t, 1, rt.Stats().Actors, "the registry alone after every Dispose returned")
+}
+
+// Nothing of the runtime's own actor system outlives Close: protoactor runs a
+// goroutine for one throttle interval after a dead letter, and Close waits it out.
+// Under testing/synctest, whose clock stops once the test's goroutine returns, a
+// goroutine left waiting on a timer is a deadlock that fails the bubble — what a
+// dead letter shortly before Close did to tools' synctest tests in a flake run.
+func TestNoGoroutineOfTheActorSystemOutlivesClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt, err := actors.NewRuntime()
+		require.NoError(t, err)
+		sys := rt.ActorSystem()
+		sys.Root.Send(actor.NewPID(sys.Address(), "nobody"), "a message for no one") // a dead letter
+		require.NoError(t, rt.Close(bg))
+	})
 }

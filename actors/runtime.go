@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/taskrt/taskrt/messages"
 )
@@ -45,6 +46,11 @@ type Runtime struct {
 	// wg owns every goroutine the runtime starts (Done watchers, Cancel calls,
 	// cleanups, deferred Releases); Close waits for it.
 	wg sync.WaitGroup
+	// lastDeadLetter is when the runtime's own actor system last had a dead letter
+	// (UnixNano; 0: never): its dead-letter throttle then runs a goroutine for one
+	// interval, which Close waits out (awaitDeadLetterThrottle).
+	lastDeadLetter atomic.Int64
+	deadLetters    *eventstream.Subscription
 
 	// Counters, written by the actors and read by Stats without a round trip. They
 	// are statistics about the state the actors own, never state anything acts on.
@@ -108,8 +114,13 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 		// for one interval after a dead letter, which would outlive Close.
 		rt.system = actor.NewActorSystem(
 			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
-			actor.WithDeadLetterThrottleInterval(10*time.Millisecond))
+			actor.WithDeadLetterThrottleInterval(deadLetterThrottle))
 		rt.ownSystem = true
+		rt.deadLetters = rt.system.EventStream.Subscribe(func(m any) {
+			if _, ok := m.(*actor.DeadLetterEvent); ok {
+				rt.lastDeadLetter.Store(time.Now().UnixNano())
+			}
+		})
 	}
 	rt.pool = newPool(poolWorkers, 300)
 	props := actor.PropsFromProducer(func() actor.Actor { return newRegistry(rt) },
@@ -213,9 +224,37 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	if rt.ownSystem {
 		rt.system.Shutdown()
+		rt.system.EventStream.Unsubscribe(rt.deadLetters)
+		rt.awaitDeadLetterThrottle(ctx)
 	}
 	rt.closed.Store(true)
 	return rt.faultErr()
+}
+
+// deadLetterThrottle is the dead-letter throttle interval of the runtime's own
+// actor system. protoactor starts a goroutine at the first dead letter of each
+// interval that ends one interval later; short, so that Close waits little for it.
+const deadLetterThrottle = 10 * time.Millisecond
+
+// awaitDeadLetterThrottle waits until the throttle goroutine of the last dead letter
+// (if it was less than an interval ago) has had its interval, so that no goroutine
+// of the runtime's own actor system outlives Close — under testing/synctest too,
+// whose clock stops when the test's goroutine returns.
+func (rt *Runtime) awaitDeadLetterThrottle(ctx context.Context) {
+	last := rt.lastDeadLetter.Load()
+	if last == 0 {
+		return
+	}
+	wait := time.Until(time.Unix(0, last).Add(deadLetterThrottle + time.Millisecond))
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // recordFault records the registry's first panic and marks the runtime closing. It
