@@ -103,7 +103,9 @@ func noticed(t *testing.T, n *notices, agent messages.AgentID, ids []messages.Ta
 // ownerOn is an owner node (a producer and a runtime) on nc.
 func ownerOn(t *testing.T, nc *nats.Conn, opts ...Option) *faultOwner {
 	t.Helper()
-	p, err := New(nc, append([]Option{WithLease(testLease)}, opts...)...)
+	// The start timeout also bounds New's creation of the lease bucket, which on
+	// a cluster (an R3 stream) takes the longest on a loaded machine.
+	p, err := New(nc, append([]Option{WithLease(testLease), WithStartTimeout(settleLimit)}, opts...)...)
 	require.NoError(t, err)
 	rt, err := actors.NewRuntime()
 	require.NoError(t, err)
@@ -128,7 +130,7 @@ func ownerOn(t *testing.T, nc *nats.Conn, opts ...Option) *faultOwner {
 // workerOn is a worker named name on nc.
 func workerOn(t *testing.T, nc *nats.Conn, name string, opts ...Option) *Worker {
 	t.Helper()
-	w, err := NewWorker(nc, append([]Option{WithName(name), WithLease(testLease), WithDir(t.TempDir())}, opts...)...)
+	w, err := NewWorker(nc, append([]Option{WithName(name), WithLease(testLease), WithDir(t.TempDir()), WithStartTimeout(settleLimit)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), settleLimit)

@@ -124,17 +124,29 @@ func (pc *procCluster) bucket(t *testing.T, prefix string) jetstream.KeyValue {
 // leader is the index of the server that leads the stream of kv.
 func (pc *procCluster) leader(t *testing.T, kv jetstream.KeyValue) int {
 	t.Helper()
-	st, err := kv.Status(context.Background())
-	require.NoError(t, err)
-	ci := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Cluster
-	require.NotNil(t, ci)
-	for i, n := range pc.names {
-		if n == ci.Leader {
-			return i
+	// Right after a stepdown (or on a loaded machine, after the bucket's creation)
+	// the stream may be between leaders: poll the cluster until it names one.
+	retry := time.NewTicker(50 * time.Millisecond)
+	defer retry.Stop()
+	limit := time.Now().Add(settleLimit)
+	for {
+		leader := ""
+		st, err := kv.Status(context.Background())
+		if err == nil {
+			ci := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Cluster
+			require.NotNil(t, ci)
+			for i, n := range pc.names {
+				if n == ci.Leader {
+					return i
+				}
+			}
+			leader = ci.Leader
 		}
+		if leader != "" || time.Now().After(limit) {
+			t.Fatalf("no leader among %v: %q (%v)", pc.names, leader, err)
+		}
+		<-retry.C
 	}
-	t.Fatalf("no leader among %v: %q", pc.names, ci.Leader)
-	return -1
 }
 
 func TestStreamLeaderKilled(t *testing.T) {
