@@ -111,7 +111,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	} else {
 		logger := cfg.logger.With("lib", "protoactor")
 		// A short dead-letter throttle interval: the throttle keeps a goroutine alive
-		// for one interval after a dead letter, which would outlive Close.
+		// for one interval after a dead letter, which Close waits out.
 		rt.system = actor.NewActorSystem(
 			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
 			actor.WithDeadLetterThrottleInterval(deadLetterThrottle))
