@@ -253,14 +253,15 @@ func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
 			t.Errorf("%s (%s) = %s (%s), want killed", s.ID, name, s.Status, s.Detail)
 		}
 	}
+	// The two sub-agents hold subagent-1 and subagent-2, in either order.
+	subagents := []messages.TaskID{gotIDs["subagent@a1"], gotIDs["subagent@a1/sub-1"]}
+	slices.Sort(subagents)
 	wantIDs := map[string]messages.TaskID{
-		"bash@a1": "bash-1", "subagent@a1": gotIDs["subagent@a1"],
-		"bash@a1/sub-1": "bash-2", "subagent@a1/sub-1": gotIDs["subagent@a1/sub-1"],
-		"bash@a1/sub-1/sub-2": "bash-3",
+		"bash@a1": "bash-1", "bash@a1/sub-1": "bash-2", "bash@a1/sub-1/sub-2": "bash-3",
+		"subagent@a1": gotIDs["subagent@a1"], "subagent@a1/sub-1": gotIDs["subagent@a1/sub-1"],
 	}
-	if !mapsEqual(gotIDs, wantIDs) || !mapsEqual(map[messages.TaskID]bool{gotIDs["subagent@a1"]: true, gotIDs["subagent@a1/sub-1"]: true},
-		map[messages.TaskID]bool{"subagent-1": true, "subagent-2": true}) {
-		t.Fatalf("tasks = %v, want %v with the two sub-agents subagent-1 and subagent-2", gotIDs, wantIDs)
+	if !mapsEqual(gotIDs, wantIDs) || !slices.Equal(subagents, []messages.TaskID{"subagent-1", "subagent-2"}) {
+		t.Fatalf("tasks = %v, want the shells %v and the two sub-agents subagent-1 and subagent-2", gotIDs, wantIDs)
 	}
 	// A sub-agent task settles only after every task of its child agent's subtree.
 	for _, rule := range [][2]string{

@@ -366,14 +366,21 @@ func awaitEscaped(t *testing.T, spawn, sleep string) {
 	if !strings.Contains(spawn, "SLEEP") {
 		return
 	}
-	tick := time.NewTicker(time.Millisecond)
+	pollProcesses(t, fmt.Sprintf("%q never ran", sleep), func() bool { return len(processesRunning(t, sleep)) > 0 })
+}
+
+// pollProcesses calls done every 5 ms until it reports true, and fails the test
+// with what after settleLimit. Polling is for observing OS processes only.
+func pollProcesses(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(settleLimit)
-	for len(processesRunning(t, sleep)) == 0 {
+	for !done() {
 		select {
 		case <-tick.C:
 		case <-deadline:
-			t.Fatalf("%q never ran", sleep)
+			t.Fatal(what)
 		}
 	}
 }

@@ -396,25 +396,17 @@ func reap(t *testing.T, pid int) syscall.Signal {
 // their pids.
 func awaitRunning(t *testing.T, commands ...string) []int {
 	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(settleLimit)
-	for {
-		var pids []int
+	var pids []int
+	pollProcesses(t, fmt.Sprintf("%v are not all running", commands), func() bool {
+		pids = pids[:0]
 		for _, c := range commands {
 			if p := processesRunning(t, c); len(p) == 1 {
 				pids = append(pids, p[0])
 			}
 		}
-		if len(pids) == len(commands) {
-			return pids
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%v are not all running", commands)
-		}
-	}
+		return len(pids) == len(commands)
+	})
+	return pids
 }
 
 // One /proc scan serves every sweep waiting when it starts: with the loop held
