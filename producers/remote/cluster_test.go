@@ -62,9 +62,16 @@ type leasePut struct {
 	at    time.Time
 }
 
+// testJetStream is jetstream.New for a test's own look at the cluster, with API
+// calls that wait up to settleLimit rather than the default 5 s: on a loaded
+// machine an R3 stream's answer can take longer.
+func testJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	return jetstream.New(nc, jetstream.WithDefaultTimeout(settleLimit))
+}
+
 func watchLeases(t *testing.T, nc *nats.Conn, prefix string) *leaseWatch {
 	t.Helper()
-	js, err := jetstream.New(nc)
+	js, err := testJetStream(nc)
 	require.NoError(t, err)
 	kv, err := js.KeyValue(context.Background(), subjects{prefix}.bucket())
 	require.NoError(t, err)
@@ -128,7 +135,7 @@ func TestReplicatedStore(t *testing.T) {
 	o := r.on(0).owner(WithReplicas(3))
 
 	t.Run("the lease bucket has three replicas, current on every server", func(t *testing.T) {
-		js, err := jetstream.New(r.conn(1))
+		js, err := testJetStream(r.conn(1))
 		require.NoError(t, err)
 		kv, err := js.KeyValue(ctx, subjects{DefaultPrefix}.bucket())
 		require.NoError(t, err)
@@ -165,7 +172,7 @@ func TestReplicatedStore(t *testing.T) {
 		require.NoError(t, err)
 		we, err := w.lease.current()
 		require.NoError(t, err)
-		js, err := jetstream.New(watcher)
+		js, err := testJetStream(watcher)
 		require.NoError(t, err)
 		si, err := js.Stream(ctx, stream)
 		require.NoError(t, err)

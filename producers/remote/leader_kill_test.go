@@ -104,7 +104,7 @@ func (pc *procCluster) bucket(t *testing.T, prefix string) jetstream.KeyValue {
 	nc, err := Connect(pc.url())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := testJetStream(nc)
 	require.NoError(t, err)
 	limit := time.Now().Add(settleLimit)
 	retry := time.NewTicker(100 * time.Millisecond)
