@@ -29,7 +29,11 @@ func newReplicated(t *testing.T) *replicated {
 	c, err := StartCluster(t.TempDir(), 3)
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	return &replicated{Cluster: c, t: t}
+	r := &replicated{Cluster: c, t: t}
+	// StartCluster returns once every server takes connections; the JetStream
+	// meta group may not place an R3 stream yet, and nodes fail at once then.
+	replicatedBucket(t, r.conn(0), DefaultPrefix)
+	return r
 }
 
 // conn connects to server i first (and fails over to the others).
@@ -159,6 +163,7 @@ func TestReplicatedStore(t *testing.T) {
 		// loaded machine): its own bucket, its own stream, its own nodes.
 		const lease = 8 * time.Second
 		opts := []Option{WithPrefix("long"), WithLease(lease), WithReplicas(3)}
+		replicatedBucket(t, r.conn(0), "long") // nodes fail at once when the cluster cannot place it yet
 		w := workerOn(t, r.conn(2), "w1", opts...)
 		o := ownerOn(t, r.conn(0), opts...)
 		stream := "KV_" + subjects{"long"}.bucket()

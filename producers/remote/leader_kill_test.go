@@ -104,6 +104,14 @@ func (pc *procCluster) bucket(t *testing.T, prefix string) jetstream.KeyValue {
 	nc, err := Connect(pc.url())
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
+	return replicatedBucket(t, nc, prefix)
+}
+
+// replicatedBucket creates the R3 lease bucket of prefix through nc, trying again
+// while the cluster cannot place it yet (its meta group forming, a peer not yet
+// seen online: "no suitable peers for placement").
+func replicatedBucket(t *testing.T, nc *nats.Conn, prefix string) jetstream.KeyValue {
+	t.Helper()
 	js, err := testJetStream(nc)
 	require.NoError(t, err)
 	limit := time.Now().Add(settleLimit)
