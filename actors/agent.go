@@ -112,7 +112,7 @@ func (a *agent) receive(ctx actor.Context) {
 	case *spawnTask:
 		// Never after stopAgent: the registry stops routing to an agent it stopped.
 		if a.spawner == nil {
-			a.spawner = newTaskSpawner(a.rt)
+			a.spawner = newTaskSpawner(a.rt, true)
 		}
 		if _, err := a.spawner.spawn(ctx, m.task); err != nil {
 			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.task.snap.ID, "err", err)

@@ -29,6 +29,10 @@ type mailbox struct {
 	user      fifo
 	status    atomic.Int32 // mailboxIdle or mailboxRunning
 	suspended atomic.Bool  // written by the run loop only
+	// held keeps a scheduled run from the dispatcher until release, which runs it
+	// on its caller's goroutine (an agent's task actors: see taskSpawner).
+	held    atomic.Bool
+	pending atomic.Bool // a run was due while held: release runs it
 
 	invoker    actor.MessageInvoker
 	dispatcher actor.Dispatcher
@@ -89,7 +93,21 @@ func (m *mailbox) UserMessageCount() int {
 
 func (m *mailbox) schedule() {
 	if m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+		if m.held.Load() {
+			m.pending.Store(true)
+			return
+		}
 		m.dispatcher.Schedule(m.run)
+	}
+}
+
+// release ends held and, if a run was due meanwhile, runs it on the calling
+// goroutine. The run owns the mailbox (its status is running), so anything posted
+// meanwhile is taken by it or, once it went idle, dispatched as usual.
+func (m *mailbox) release() {
+	m.held.Store(false)
+	if m.pending.Swap(false) {
+		m.processMessages()
 	}
 }
 

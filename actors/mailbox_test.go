@@ -131,6 +131,53 @@ func TestMailboxKeepsProtoactorsContract(t *testing.T) {
 	})
 }
 
+// TestHeldMailboxRunsOnRelease pins the held mailbox (an agent's new task actor,
+// taskSpawner): what is posted while it is held is not dispatched; release runs it on
+// the caller's goroutine, in the mailbox's order, before it returns; after release the
+// mailbox dispatches as any other.
+func TestHeldMailboxRunsOnRelease(t *testing.T) {
+	setup := func() (*mailbox, *recordingInvoker, *heldDispatcher) {
+		m := newMailbox().(*mailbox)
+		m.held.Store(true)
+		inv, d := &recordingInvoker{}, &heldDispatcher{throughput: 300}
+		m.RegisterHandlers(inv, d)
+		return m, inv, d
+	}
+	t.Run("posts while held are run by release, not dispatched", func(t *testing.T) {
+		m, inv, d := setup()
+		m.PostUserMessage("u1")
+		m.PostSystemMessage("s1")
+		if got := len(d.fns); got != 0 {
+			t.Fatalf("dispatched while held: %d runs, want 0", got)
+		}
+		if got := inv.take(); len(got) != 0 {
+			t.Fatalf("ran while held: %v", got)
+		}
+		m.release()
+		if got, want := inv.take(), []string{"sys:s1", "u1"}; !slices.Equal(got, want) {
+			t.Fatalf("release ran %v, want %v", got, want)
+		}
+		if got := len(d.fns); got != 0 {
+			t.Fatalf("release dispatched %d runs, want 0", got)
+		}
+	})
+	t.Run("after release the mailbox dispatches", func(t *testing.T) {
+		m, inv, d := setup()
+		m.release() // nothing was due: nothing runs
+		if got := inv.take(); len(got) != 0 {
+			t.Fatalf("an empty release ran %v", got)
+		}
+		m.PostUserMessage("u1")
+		if got, want := len(d.fns), 1; got != want {
+			t.Fatalf("dispatched runs: got %d, want %d", got, want)
+		}
+		d.runAll()
+		if got, want := inv.take(), []string{"u1"}; !slices.Equal(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
+}
+
 type testBatch []any
 
 func (b testBatch) GetMessages() []any { return b }

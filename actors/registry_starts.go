@@ -105,7 +105,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	t.spawning = &taskSpawned{entry: &taskEntry{snap: snap}} // indexed when the task announces itself (spawned)
 	if res.owner == "" {
 		if r.spawner == nil {
-			r.spawner = newTaskSpawner(r.rt)
+			r.spawner = newTaskSpawner(r.rt, false)
 		}
 		if _, err := r.spawner.spawn(ctx, t); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -288,5 +291,55 @@ func TestWorkDoneWithinRunReachesTheRegistryAsOneMessage(t *testing.T) {
 			}
 			assert.Equal(t, want, got)
 		})
+	}
+}
+
+// goid is the calling goroutine's id, from its stack header ("goroutine N [...").
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// TestAnAgentsTaskStartsOnTheAgentsGoroutine pins how an agent spawns its tasks: the
+// new task actor's Started (its announcement and its starter's answer) runs on the
+// agent actor's goroutine, inside the spawn, rather than on a dispatcher worker it is
+// handed to (docs/cost.md: a hand-off less per start). Each task's Started sees the
+// goroutine its agent's spawnTask handler ran on.
+func TestAnAgentsTaskStartsOnTheAgentsGoroutine(t *testing.T) {
+	var mu sync.Mutex
+	spawning := map[messages.AgentID]string{} // agent → goroutine of its current spawnTask
+	started := map[messages.TaskID]string{}   // task → goroutine of its Started
+	rt := newRT(t,
+		actors.WithAgentHook(func(agent messages.AgentID, m any) {
+			if fmt.Sprintf("%T", m) == "*actors.spawnTask" {
+				mu.Lock()
+				spawning[agent] = goid()
+				mu.Unlock()
+			}
+		}),
+		actors.WithTaskHook(func(task messages.TaskID, m any) {
+			if _, ok := m.(*actor.Started); ok {
+				mu.Lock()
+				started[task] = goid()
+				mu.Unlock()
+			}
+		}))
+	register(t, rt, "a1", "a2")
+	for i := range 6 {
+		owner := []messages.AgentID{"a1", "a2"}[i%2]
+		f := newFake()
+		id := start(t, rt, f.spec("bash", owner, true))
+		mu.Lock()
+		got, want := started[id], spawning[owner]
+		mu.Unlock()
+		require.NotEmpty(t, want, "no spawnTask seen for %s", owner)
+		assert.Equal(t, want, got, "%s (of %s): Started ran on goroutine %s, its agent's spawn on %s", id, owner, got, want)
+		f.Finish(messages.Outcome{Status: messages.Completed})
+		settleWait(t, rt, id, owner)
 	}
 }
