@@ -101,14 +101,20 @@ func (m *mailbox) schedule() {
 	}
 }
 
-// release ends held and, if a run was due meanwhile, runs it on the calling
-// goroutine. The run owns the mailbox (its status is running), so anything posted
-// meanwhile is taken by it or, once it went idle, dispatched as usual.
-func (m *mailbox) release() {
+// release ends held. A run that was due meanwhile runs on the calling goroutine
+// (inline) or goes to the dispatcher. The run owns the mailbox (its status is
+// running), so anything posted meanwhile is taken by it or, once it went idle,
+// dispatched as usual.
+func (m *mailbox) release(inline bool) {
 	m.held.Store(false)
-	if m.pending.Swap(false) {
-		m.processMessages()
+	if !m.pending.Swap(false) {
+		return
 	}
+	if inline {
+		m.processMessages()
+		return
+	}
+	m.dispatcher.Schedule(m.run)
 }
 
 // processMessages runs batches until the mailbox is empty (or suspended with only

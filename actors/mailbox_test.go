@@ -133,8 +133,8 @@ func TestMailboxKeepsProtoactorsContract(t *testing.T) {
 
 // TestHeldMailboxRunsOnRelease pins the held mailbox (an agent's new task actor,
 // taskSpawner): what is posted while it is held is not dispatched; release runs it on
-// the caller's goroutine, in the mailbox's order, before it returns; after release the
-// mailbox dispatches as any other.
+// the caller's goroutine, in the mailbox's order, before it returns (or, not inline,
+// hands it to the dispatcher); after release the mailbox dispatches as any other.
 func TestHeldMailboxRunsOnRelease(t *testing.T) {
 	setup := func() (*mailbox, *recordingInvoker, *heldDispatcher) {
 		m := newMailbox().(*mailbox)
@@ -153,7 +153,7 @@ func TestHeldMailboxRunsOnRelease(t *testing.T) {
 		if got := inv.take(); len(got) != 0 {
 			t.Fatalf("ran while held: %v", got)
 		}
-		m.release()
+		m.release(true)
 		if got, want := inv.take(), []string{"sys:s1", "u1"}; !slices.Equal(got, want) {
 			t.Fatalf("release ran %v, want %v", got, want)
 		}
@@ -161,9 +161,24 @@ func TestHeldMailboxRunsOnRelease(t *testing.T) {
 			t.Fatalf("release dispatched %d runs, want 0", got)
 		}
 	})
+	t.Run("a release not inline hands what was due to the dispatcher", func(t *testing.T) {
+		m, inv, d := setup()
+		m.PostUserMessage("u1")
+		m.release(false)
+		if got := inv.take(); len(got) != 0 {
+			t.Fatalf("ran on the releasing goroutine: %v", got)
+		}
+		if got, want := len(d.fns), 1; got != want {
+			t.Fatalf("dispatched runs: got %d, want %d", got, want)
+		}
+		d.runAll()
+		if got, want := inv.take(), []string{"u1"}; !slices.Equal(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
 	t.Run("after release the mailbox dispatches", func(t *testing.T) {
 		m, inv, d := setup()
-		m.release() // nothing was due: nothing runs
+		m.release(true) // nothing was due: nothing runs
 		if got := inv.take(); len(got) != 0 {
 			t.Fatalf("an empty release ran %v", got)
 		}

@@ -172,15 +172,22 @@ func newTask(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func
 	return t
 }
 
-// spawn spawns t's actor as ctx's child named after the task.
+// spawn spawns t's actor as ctx's child named after the task. A held mailbox is
+// released after SpawnNamed returned, running the task's Started here; should
+// SpawnNamed panic, it is released to the dispatcher instead, so that no task is
+// left held.
 func (s *taskSpawner) spawn(ctx actor.Context, t *task) (*actor.PID, error) {
 	s.next = t
+	returned := false
+	defer func() {
+		s.next = nil
+		if m := s.held; m != nil {
+			s.held = nil
+			m.release(returned) // when the spawn failed, nothing was posted
+		}
+	}()
 	pid, err := ctx.SpawnNamed(s.props, string(t.snap.ID))
-	s.next = nil
-	if m := s.held; m != nil {
-		s.held = nil
-		m.release() // runs Started here (when the spawn failed, nothing was posted)
-	}
+	returned = true
 	return pid, err
 }
 
