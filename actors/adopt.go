@@ -54,7 +54,7 @@ func (t *Tasks) Adopt(ctx context.Context, s messages.Spec, h messages.Hooks) (m
 		tellRegistry(rt.system.Root, rt, &abortStart{token: res.token})
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
 	}
-	m, err = rt.callUntilReply(newCommit(rt, res.token, h, nil))
+	m, err = rt.commit(newCommit(rt, res.token, h, nil))
 	if err == nil && m.(*startReply).err == nil {
 		return m.(*startReply).id, nil
 	}

@@ -52,9 +52,15 @@ type cleanupEntry struct {
 	fn     messages.Cleanup
 }
 
-func newAgentProps(rt *Runtime, id messages.AgentID) *actor.Props {
+// newAgentProps is an agent actor's Props; its mailbox is stored in *box (the
+// registry's entry for the agent: Runtime.commit posts spawns there).
+func newAgentProps(rt *Runtime, id messages.AgentID, box **mailbox) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &agent{rt: rt, id: id} },
-		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
+		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(func() actor.Mailbox {
+			m := newMailbox().(*mailbox)
+			*box = m
+			return m
+		}))
 }
 
 func (a *agent) Receive(ctx actor.Context) {

@@ -76,7 +76,7 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	if res.queued {
 		// At the cap with room in the queue: the task is recorded queued now, and
 		// the runtime calls Run once it gets a slot (queue.go).
-		m, err = rt.callUntilReply(newCommit(rt, res.token, messages.Hooks{}, s.Run))
+		m, err = rt.commit(newCommit(rt, res.token, messages.Hooks{}, s.Run))
 		if err == nil && m.(*startReply).err == nil {
 			return m.(*startReply).id, nil
 		}
@@ -101,7 +101,7 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 		abort()
 		return "", fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
 	}
-	m, err = rt.callUntilReply(newCommit(rt, res.token, hooks, nil))
+	m, err = rt.commit(newCommit(rt, res.token, hooks, nil))
 	if err == nil && m.(*startReply).err == nil {
 		return m.(*startReply).id, nil
 	}

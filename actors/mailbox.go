@@ -119,9 +119,42 @@ func (m *mailbox) release(inline bool) {
 
 // processMessages runs batches until the mailbox is empty (or suspended with only
 // user messages left) and idle.
-func (m *mailbox) processMessages() {
+func (m *mailbox) processMessages() { m.runUntil(nil) }
+
+// postAndRun posts msg as a user message and, if that found the mailbox idle, runs
+// the mailbox on the calling goroutine until done reports true or nothing is left;
+// what is left then goes to the dispatcher. A caller about to block on the answer to
+// msg thus runs the actor itself instead of handing it to a worker and waiting to be
+// woken (a start's spawn by its agent: Runtime.commit). It runs at most one
+// throughput's worth of messages before it hands over.
+func (m *mailbox) postAndRun(msg any, done func() bool) {
+	m.mu.Lock()
+	m.user.push(msg)
+	m.mu.Unlock()
+	if !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+		return
+	}
+	if m.held.Load() { // never for an agent's mailbox; kept for the contract
+		m.pending.Store(true)
+		return
+	}
+	m.runUntil(done)
+}
+
+// runUntil runs batches as processMessages does; with done, it stops early — once
+// done reports true or a throughput's worth of messages ran — and hands what is left
+// to the dispatcher (the mailbox stays running for it).
+func (m *mailbox) runUntil(done func() bool) {
 	for {
-		m.batch()
+		if m.batch(done) {
+			m.mu.Lock()
+			more := m.system.len() > 0 || (!m.suspended.Load() && m.user.len() > 0)
+			m.mu.Unlock()
+			if more {
+				m.dispatcher.Schedule(m.run)
+				return
+			}
+		}
 		m.status.Store(mailboxIdle)
 		m.mu.Lock()
 		more := m.system.len() > 0 || (!m.suspended.Load() && m.user.len() > 0)
@@ -131,10 +164,17 @@ func (m *mailbox) processMessages() {
 		if !more || !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
 			return
 		}
+		if done != nil && done() {
+			m.dispatcher.Schedule(m.run)
+			return
+		}
 	}
 }
 
-func (m *mailbox) batch() {
+// batch runs messages until none is left (or only user messages while suspended).
+// With done, it returns true, messages possibly left, as soon as done reports true
+// after a message or a throughput's worth ran.
+func (m *mailbox) batch(done func() bool) (early bool) {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {
@@ -143,6 +183,9 @@ func (m *mailbox) batch() {
 	}()
 	i, t := 0, m.dispatcher.Throughput()
 	for {
+		if done != nil && (i >= t || done()) {
+			return true
+		}
 		if i > t {
 			i = 0
 			runtime.Gosched()

@@ -193,6 +193,61 @@ func TestHeldMailboxRunsOnRelease(t *testing.T) {
 	})
 }
 
+// TestPostAndRun pins a caller running a mailbox itself (Runtime.commit): posting to
+// an idle mailbox runs it on the caller until done reports true, and hands what is
+// left to the dispatcher; posting to a running one only queues the message.
+func TestPostAndRun(t *testing.T) {
+	setup := func() (*mailbox, *recordingInvoker, *heldDispatcher) {
+		m := newMailbox().(*mailbox)
+		inv, d := &recordingInvoker{}, &heldDispatcher{throughput: 300}
+		m.RegisterHandlers(inv, d)
+		return m, inv, d
+	}
+	t.Run("an idle mailbox runs on the caller until nothing is left", func(t *testing.T) {
+		m, inv, d := setup()
+		m.postAndRun("u1", func() bool { return false })
+		if got, want := inv.take(), []string{"u1"}; !slices.Equal(got, want) {
+			t.Fatalf("the caller ran %v, want %v", got, want)
+		}
+		if got := len(d.fns); got != 0 {
+			t.Fatalf("dispatched %d runs, want 0", got)
+		}
+		if got := m.status.Load(); got != mailboxIdle {
+			t.Fatalf("status after the run: %d, want idle", got)
+		}
+	})
+	t.Run("it stops once done and hands the rest to the dispatcher", func(t *testing.T) {
+		m, inv, d := setup()
+		m.mu.Lock()
+		m.user.push("u1")
+		m.user.push("u2")
+		m.mu.Unlock()
+		m.postAndRun("u3", func() bool { inv.mu.Lock(); defer inv.mu.Unlock(); return len(inv.got) >= 1 })
+		if got, want := inv.take(), []string{"u1"}; !slices.Equal(got, want) {
+			t.Fatalf("the caller ran %v, want %v", got, want)
+		}
+		if got, want := len(d.fns), 1; got != want {
+			t.Fatalf("dispatched runs: got %d, want %d", got, want)
+		}
+		d.runAll()
+		if got, want := inv.take(), []string{"u2", "u3"}; !slices.Equal(got, want) {
+			t.Fatalf("the dispatcher ran %v, want %v", got, want)
+		}
+	})
+	t.Run("a running mailbox only takes the message", func(t *testing.T) {
+		m, inv, d := setup()
+		m.PostUserMessage("u1") // scheduled: running
+		m.postAndRun("u2", func() bool { return false })
+		if got := inv.take(); len(got) != 0 {
+			t.Fatalf("the caller ran %v of a running mailbox", got)
+		}
+		d.runAll()
+		if got, want := inv.take(), []string{"u1", "u2"}; !slices.Equal(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
+}
+
 type testBatch []any
 
 func (b testBatch) GetMessages() []any { return b }

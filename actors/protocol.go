@@ -88,7 +88,8 @@ type reserveReply struct {
 // teardown that could not wait any longer for the start). task is the task actor's
 // state, made by the client (off the registry's mailbox) with the hooks, or a queued
 // start's Spec.Run (called when it gets a slot); the registry fills in its snapshot
-// and starter and hands it to the spawning actor.
+// and starter and spawns an unowned task itself; for an owned one it answers with
+// *spawnVia, and the client hands the task to the agent actor (Runtime.commit).
 type commitStart struct {
 	token uint64
 	task  *task
@@ -97,6 +98,13 @@ type commitStart struct {
 // newCommit is the commit of a reservation for hooks, or for run (a queued start).
 func newCommit(rt *Runtime, token uint64, hooks messages.Hooks, run func() (messages.Hooks, error)) *commitStart {
 	return &commitStart{token: token, task: newTask(rt, messages.Snapshot{}, hooks, run, nil)}
+}
+
+// spawnVia answers the commit of an owned task: the caller hands the task to its
+// agent actor (spawnTask) itself, and is answered with *startReply by the task.
+type spawnVia struct {
+	agent *mailbox
+	task  *task
 }
 
 type startReply struct {

@@ -15,6 +15,7 @@ import (
 type agentEntry struct {
 	id       messages.AgentID
 	pid      *actor.PID
+	box      *mailbox // pid's mailbox (Runtime.commit)
 	parent   messages.AgentID
 	injector messages.Injector
 	bucket
@@ -73,12 +74,13 @@ func (r *registry) register(ctx actor.Context, m *registerAgent) error {
 		}
 		parent = p
 	}
-	pid := ctx.Spawn(newAgentProps(r.rt, m.id))
+	var box *mailbox
+	pid := ctx.Spawn(newAgentProps(r.rt, m.id, &box))
 	// Counted from its spawn, not from its Started (which runs on its own mailbox,
 	// after Register has answered): the agent is there for Stats as soon as Register
 	// returns, and a restart (a second Started) does not count it twice.
 	r.rt.nActors.Add(1)
-	a := &agentEntry{id: m.id, pid: pid, parent: m.parent, injector: m.injector, children: map[messages.AgentID]struct{}{}}
+	a := &agentEntry{id: m.id, pid: pid, box: box, parent: m.parent, injector: m.injector, children: map[messages.AgentID]struct{}{}}
 	r.agents[m.id] = a
 	r.byPID[pid.Id] = a
 	if parent != nil {

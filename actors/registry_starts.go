@@ -112,8 +112,11 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 		}
 		return
 	}
-	// The task's state is handed over: the agent actor only spawns it.
-	tellAgent(ctx, r.agents[res.owner].pid, &spawnTask{task: t})
+	// The task's state is handed over: the agent actor only spawns it. The caller
+	// hands it over (Runtime.commit), and runs the agent when it is idle. The agent
+	// cannot have begun its teardown meanwhile: a disposal waits for the start until
+	// the task announced itself (pending, startResolved).
+	ctx.Respond(&spawnVia{agent: r.agents[res.owner].box, task: t})
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {

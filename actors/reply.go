@@ -159,6 +159,35 @@ func (rt *Runtime) abandonable(ctx context.Context, m messages.Request, abandon 
 	}
 }
 
+// commit sends a start's commit and returns its answer, a *startReply. The commit of
+// an owned task is answered by the registry with spawnVia: the task goes to its agent
+// actor from here, and when the agent is idle this goroutine, about to wait for the
+// task's answer anyway, runs the agent (its spawn, and the task's Started with it)
+// instead of handing it to a dispatcher worker and waiting to be woken.
+func (rt *Runtime) commit(c *commitStart) (any, error) {
+	m, err := rt.callUntilReply(c)
+	if err != nil {
+		return nil, err
+	}
+	via, ok := m.(*spawnVia)
+	if !ok {
+		return m, nil
+	}
+	r := newReply(rt)
+	via.task.starter = r.pid
+	via.agent.postAndRun(&spawnTask{task: via.task}, r.answered)
+	select {
+	case a := <-r.ch:
+		r.recycle()
+		return rt.checkReply(a)
+	case <-rt.stopped:
+		return rt.stoppedReply(r)
+	}
+}
+
+// answered reports whether the answer is there.
+func (r *reply) answered() bool { return len(r.ch) > 0 }
+
 // callUntilReply is call for requests that must not be abandoned midway (a start's
 // reserve and commit): it waits for the reply or the runtime's end only.
 func (rt *Runtime) callUntilReply(m registryMsg) (any, error) {

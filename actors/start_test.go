@@ -343,3 +343,31 @@ func TestAnAgentsTaskStartsOnTheAgentsGoroutine(t *testing.T) {
 		settleWait(t, rt, id, owner)
 	}
 }
+
+// TestAStartRunsAnIdleAgentOnTheCallersGoroutine pins how a start reaches its agent:
+// the registry answers the commit of an owned task with the agent to hand it to, and
+// the caller, about to wait for the task's answer, runs the agent when it is idle — its
+// spawn (and with it the task's Started) runs on the goroutine that called Start
+// (docs/cost.md: a hand-off less per start).
+func TestAStartRunsAnIdleAgentOnTheCallersGoroutine(t *testing.T) {
+	var mu sync.Mutex
+	var spawnedOn []string
+	rt := newRT(t, actors.WithAgentHook(func(_ messages.AgentID, m any) {
+		if fmt.Sprintf("%T", m) == "*actors.spawnTask" {
+			mu.Lock()
+			spawnedOn = append(spawnedOn, goid())
+			mu.Unlock()
+		}
+	}))
+	register(t, rt, "a1")
+	caller := goid()
+	for range 4 {
+		f := newFake()
+		id := start(t, rt, f.spec("bash", "a1", true))
+		f.Finish(messages.Outcome{Status: messages.Completed})
+		settleWait(t, rt, id, "a1")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{caller, caller, caller, caller}, spawnedOn, "the goroutines the agent's spawns ran on; the caller is %s", caller)
+}
