@@ -220,8 +220,11 @@ func TestWorkerCutOffFromNATS(t *testing.T) {
 	t.Run("healed, the worker takes a new lease and none of its previous work comes back", func(t *testing.T) {
 		p.proxy.Heal()
 		lw.until(t, workerKey("w1"), func() bool { e, err := w.lease.current(); return err == nil && e > oldEpoch })
-		id := o.startOnceTaken(t, lw, "a1", bash.Command{Command: `echo "on=$TASKRT_WORKER"`})
+		// The command waits for its input's end, so that the read below finds it
+		// running: a read that found it settled would report it (no notice).
+		id := o.startOnceTaken(t, lw, "a1", bash.Command{Command: `echo "on=$TASKRT_WORKER"; exec cat >/dev/null`, Stdin: bash.StdinPipe})
 		assert.Equal(t, "on=w1\n", o.until(t, id, "a1", `on=\w+`).Output)
+		require.NoError(t, o.rt.Tasks().Input(ctx, id, "a1", nil, true))
 		o.settledAll(t, 1)
 		newEpoch, err := w.lease.current()
 		require.NoError(t, err)
