@@ -81,13 +81,7 @@ func (rt *Runtime) roundTrip(ctx context.Context, msg any) (any, error) {
 	r := newReply(rt)
 	rt.system.Root.RequestWithCustomSender(rt.registry, msg, r.pid)
 	if ctx.Done() == nil { // a context that never ends (a start's calls): one case less
-		select {
-		case m := <-r.ch:
-			r.recycle()
-			return rt.checkReply(m)
-		case <-rt.stopped:
-			return rt.stoppedReply(r)
-		}
+		return rt.await(r)
 	}
 	select {
 	case m := <-r.ch:
@@ -176,10 +170,15 @@ func (rt *Runtime) commit(c *commitStart) (any, error) {
 	r := newReply(rt)
 	via.task.starter = r.pid
 	via.agent.postAndRun(&spawnTask{task: via.task}, r.answered)
+	return rt.await(r)
+}
+
+// await waits for r's answer or the runtime's end.
+func (rt *Runtime) await(r *reply) (any, error) {
 	select {
-	case a := <-r.ch:
+	case m := <-r.ch:
 		r.recycle()
-		return rt.checkReply(a)
+		return rt.checkReply(m)
 	case <-rt.stopped:
 		return rt.stoppedReply(r)
 	}
