@@ -35,6 +35,9 @@ type registry struct {
 	rt    *Runtime
 	phase runtimePhase
 
+	// evicted stops the actors of the records retention evicts (retention.go).
+	evicted stopQueue
+
 	closeWaiters []*actor.PID // Close callers, answered when the registry stopped
 	// awaiting holds the unowned task actors a close tore down that have neither
 	// answered teardownDone nor stopped (closing only). As for an agent's tasks, an
@@ -84,6 +87,7 @@ const (
 type taskEntry struct {
 	snap        messages.Snapshot
 	pid         *actor.PID
+	box         *mailbox // pid's mailbox, made by the spawner; nil with pid
 	seq         uint64
 	notified    bool   // the completion notice was claimed (notifyTask)
 	key         string // Spec.Key, "" for none (keys.go)

@@ -140,23 +140,30 @@ const (
 type taskSpawner struct {
 	props *actor.Props
 	next  *task
+	made  *task    // the task whose actor SpawnNamed is making, until its mailbox is made
 	held  *mailbox // the held mailbox made for next (inline spawners)
 }
 
 func newTaskSpawner(rt *Runtime, inline bool) *taskSpawner {
 	s := &taskSpawner{}
-	mailboxes := newMailbox
-	if inline {
-		mailboxes = func() actor.Mailbox {
-			m := newMailbox().(*mailbox)
+	// SpawnNamed makes the actor (the producer below), then its mailbox, which the
+	// registry's record of the task keeps: an eviction stops the actor through it
+	// (stopQueue, retention.go).
+	mailboxes := func() actor.Mailbox {
+		m := newMailbox().(*mailbox)
+		if inline {
 			m.held.Store(true)
 			s.held = m
-			return m
 		}
+		if t := s.made; t != nil && t.spawning != nil {
+			t.spawning.entry.box = m
+		}
+		s.made = nil
+		return m
 	}
 	s.props = actor.PropsFromProducer(func() actor.Actor {
 		t := s.next
-		s.next = nil
+		s.next, s.made = nil, t
 		return t
 	}, actor.WithDispatcher(rt.pool), actor.WithMailbox(mailboxes))
 	return s
@@ -180,7 +187,7 @@ func (s *taskSpawner) spawn(ctx actor.Context, t *task) (*actor.PID, error) {
 	s.next = t
 	returned := false
 	defer func() {
-		s.next = nil
+		s.next, s.made = nil, nil
 		if m := s.held; m != nil {
 			s.held = nil
 			m.release(returned) // when the spawn failed, nothing was posted
