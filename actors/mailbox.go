@@ -33,6 +33,9 @@ type mailbox struct {
 	// on its caller's goroutine (an agent's task actors: see taskSpawner).
 	held    atomic.Bool
 	pending atomic.Bool // a run was due while held: release runs it
+	// inline, while set, takes a run that was due instead of the dispatcher: the
+	// goroutine that set it runs the mailbox once done (stopQueue.run).
+	inline atomic.Pointer[inlineRuns]
 
 	invoker    actor.MessageInvoker
 	dispatcher actor.Dispatcher
@@ -97,7 +100,49 @@ func (m *mailbox) schedule() {
 			m.pending.Store(true)
 			return
 		}
+		if r := m.inline.Load(); r != nil && r.take(m) {
+			return
+		}
 		m.dispatcher.Schedule(m.run)
+	}
+}
+
+// inlineRuns collects, while open, the runs of the mailboxes whose inline points to
+// it. It is closed under its lock, so a run is either taken before the close (the
+// closer runs it) or handed to the dispatcher after it: none is lost.
+type inlineRuns struct {
+	mu    sync.Mutex
+	open  bool
+	boxes []*mailbox
+}
+
+func (r *inlineRuns) take(m *mailbox) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.open {
+		return false
+	}
+	r.boxes = append(r.boxes, m)
+	return true
+}
+
+// begin opens r for m; end closes it and runs on the caller what it took.
+func (r *inlineRuns) begin(m *mailbox) {
+	r.mu.Lock()
+	r.open = true
+	r.mu.Unlock()
+	m.inline.Store(r)
+}
+
+func (r *inlineRuns) end(m *mailbox) {
+	m.inline.Store(nil)
+	r.mu.Lock()
+	r.open = false
+	boxes := r.boxes
+	r.boxes = r.boxes[:0]
+	r.mu.Unlock()
+	for _, b := range boxes {
+		b.processMessages()
 	}
 }
 

@@ -3,7 +3,10 @@ package actors
 import (
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestEvictedActorsStopManyToADispatcherRun pins stopQueue: evicted records' actors
@@ -24,7 +27,7 @@ func TestEvictedActorsStopManyToADispatcherRun(t *testing.T) {
 		boxes, invs, d := setup(3)
 		var q stopQueue
 		for _, b := range boxes {
-			q.push(b)
+			q.push(b, nil)
 		}
 		if got, want := len(d.fns), 1; got != want {
 			t.Fatalf("scheduled %d runs for 3 evictions, want %d", got, want)
@@ -43,11 +46,11 @@ func TestEvictedActorsStopManyToADispatcherRun(t *testing.T) {
 		boxes[0].RegisterHandlers(invokerFunc(func(m any) {
 			invs[0].add(fmt.Sprint(m))
 			if late != nil {
-				q.push(late) // an eviction while the run stops the first actor
+				q.push(late, nil) // an eviction while the run stops the first actor
 				late, scheduled = nil, len(d.fns)
 			}
 		}), d)
-		q.push(boxes[0])
+		q.push(boxes[0], nil)
 		d.runAll()
 		if scheduled != 0 {
 			t.Errorf("the push during the run scheduled %d more runs, want 0", scheduled)
@@ -64,9 +67,9 @@ func TestEvictedActorsStopManyToADispatcherRun(t *testing.T) {
 	t.Run("a push after the run ended schedules a new one", func(t *testing.T) {
 		boxes, invs, d := setup(2)
 		var q stopQueue
-		q.push(boxes[0])
+		q.push(boxes[0], nil)
 		d.runAll()
-		q.push(boxes[1])
+		q.push(boxes[1], nil)
 		if got, want := len(d.fns), 1; got != want {
 			t.Fatalf("scheduled %d runs after the first ended, want %d", got, want)
 		}
@@ -79,10 +82,85 @@ func TestEvictedActorsStopManyToADispatcherRun(t *testing.T) {
 		boxes, invs, d := setup(1)
 		var q stopQueue
 		boxes[0].PostUserMessage("read") // scheduled: the mailbox is running
-		q.push(boxes[0])
+		q.push(boxes[0], nil)
 		d.runAll()
 		if got, want := invs[0].take(), []string{"read", pill}; !slices.Equal(got, want) {
 			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
+	t.Run("the parent's run that the stop makes due runs on the stop's goroutine", func(t *testing.T) {
+		boxes, invs, d := setup(2)
+		task, parent := boxes[0], boxes[1]
+		task.RegisterHandlers(invokerFunc(func(m any) {
+			invs[0].add(fmt.Sprint(m))
+			parent.PostSystemMessage("terminated") // what protoactor tells a stopped actor's parent
+		}), d)
+		var q stopQueue
+		q.push(task, parent)
+		if got, want := len(d.fns), 1; got != want {
+			t.Fatalf("scheduled %d runs, want %d", got, want)
+		}
+		d.fns[0]() // the queue's run, nothing else
+		d.fns = d.fns[1:]
+		if got := len(d.fns); got != 0 {
+			t.Fatalf("the parent's run went to the dispatcher (%d runs scheduled), want it run by the queue", got)
+		}
+		if got, want := invs[1].take(), []string{"sys:terminated"}; !slices.Equal(got, want) {
+			t.Fatalf("the parent got %v, want %v", got, want)
+		}
+		if got := parent.inline.Load(); got != nil {
+			t.Fatal("the parent's mailbox is still marked after the stop")
+		}
+		parent.PostUserMessage("later") // after the stop: dispatched as usual
+		if got, want := len(d.fns), 1; got != want {
+			t.Fatalf("a later post scheduled %d runs, want %d", got, want)
+		}
+		d.runAll()
+		if got, want := invs[1].take(), []string{"later"}; !slices.Equal(got, want) {
+			t.Fatalf("the parent got %v, want %v", got, want)
+		}
+	})
+	t.Run("no post to a parent is lost while stops mark it", func(t *testing.T) {
+		// Real dispatcher, a poster on another goroutine racing the marks, in rounds
+		// that each start with the parent idle: every message reaches the parent.
+		p := newPool(4, 300)
+		defer p.close()
+		const rounds, stops, posts = 200, 10, 20
+		var got atomic.Int64
+		seen := make(chan struct{}, 1)
+		parent := newMailbox().(*mailbox)
+		parent.RegisterHandlers(invokerFunc(func(any) {
+			got.Add(1)
+			select {
+			case seen <- struct{}{}:
+			default:
+			}
+		}), p)
+		var q stopQueue
+		for r := range rounds {
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for range stops {
+					task := newMailbox().(*mailbox)
+					task.RegisterHandlers(invokerFunc(func(any) { parent.PostSystemMessage("terminated") }), p)
+					q.push(task, parent)
+				}
+			})
+			wg.Go(func() {
+				for range posts {
+					parent.PostUserMessage("x")
+				}
+			})
+			wg.Wait()
+			want := int64((r + 1) * (stops + posts))
+			deadline := time.After(30 * time.Second)
+			for got.Load() < want {
+				select {
+				case <-seen:
+				case <-deadline:
+					t.Fatalf("round %d: the parent got %d of %d messages: a run was lost", r, got.Load(), want)
+				}
+			}
 		}
 	})
 }
