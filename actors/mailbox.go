@@ -162,6 +162,27 @@ func (m *mailbox) release(inline bool) {
 	m.dispatcher.Schedule(m.run)
 }
 
+// enqueue posts msg as a user message without scheduling a run: whoever enqueues
+// must see that one runs (runIfIdle), unless a later post schedules it first.
+func (m *mailbox) enqueue(msg any) {
+	m.mu.Lock()
+	m.user.push(msg)
+	m.mu.Unlock()
+}
+
+// runIfIdle runs the mailbox on the calling goroutine until nothing is left, if it is
+// idle; a running mailbox takes what it holds before it goes idle.
+func (m *mailbox) runIfIdle() {
+	if !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
+		return
+	}
+	if m.held.Load() { // never for a task actor once spawned; kept for the contract
+		m.pending.Store(true)
+		return
+	}
+	m.runUntil(nil)
+}
+
 // processMessages runs batches until the mailbox is empty (or suspended with only
 // user messages left) and idle.
 func (m *mailbox) processMessages() { m.runUntil(nil) }

@@ -144,13 +144,15 @@ func (r *registry) dropRecord(ctx actor.Context, id messages.TaskID, e *taskEntr
 // actors was then handed to a dispatcher worker of its own to take the pill — a
 // worker woken and a mailbox scheduled per lifecycle, for one message — and its
 // stop then handed its agent actor (its parent, told Terminated) to another. The
-// queue takes the mailboxes instead; the first push schedules one run, which posts
-// the pill to each mailbox and, the actor being idle, runs it there (postAndRun) —
-// the same handlers, on a dispatcher worker as before, in order — with the parent's
-// mailbox marked (inlineRuns), so that the run its Terminated makes due is taken
-// and run there too, right after; and it takes what is pushed meanwhile before it
-// ends. An actor that is not idle gets the pill behind the messages it has and runs
-// as usual; a parent that is running elsewhere just gets the message. Paired
+// queue takes the mailboxes instead: a push puts the pill in the mailbox at once,
+// without scheduling it (so it comes before anything sent to the actor after the
+// eviction), and the first push schedules one run, which runs each mailbox whose
+// actor is idle there (runIfIdle) — the same handlers, on a dispatcher worker as
+// before, in order — with the parent's mailbox marked (inlineRuns), so that the run
+// its Terminated makes due is taken and run there too, right after; and it takes
+// what is pushed meanwhile before it ends. An actor that is not idle takes the pill
+// behind the messages it has and runs as usual; a parent that is running elsewhere
+// just gets the message. Paired
 // BenchmarkLifecycle runs: −8 % a lifecycle for the shared run, −5 % more for the
 // parent's (docs/cost.md, "Lifecycle").
 type stopQueue struct {
@@ -166,6 +168,11 @@ type stopItem struct{ box, parent *mailbox }
 // push queues box's actor to be stopped, parent (nil for none) being the mailbox of
 // its parent actor; box's dispatcher runs the queue when nothing does.
 func (q *stopQueue) push(box, parent *mailbox) {
+	// The pill goes into the mailbox now, before anything sent to the actor after
+	// the eviction (a producer call's result, say): the actor stops, answering what
+	// is still pending, before it would take those
+	// (TestRequestsInFlightAreAnsweredWhenRetentionEvictsTheTask).
+	box.enqueue(poisonPill)
 	q.mu.Lock()
 	q.boxes = append(q.boxes, stopItem{box, parent})
 	if q.running {
@@ -193,7 +200,7 @@ func (q *stopQueue) run() {
 			if it.parent != nil {
 				q.inline.begin(it.parent)
 			}
-			it.box.postAndRun(poisonPill, nil)
+			it.box.runIfIdle()
 			if it.parent != nil {
 				q.inline.end(it.parent)
 			}

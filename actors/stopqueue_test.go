@@ -35,7 +35,7 @@ func TestEvictedActorsStopManyToADispatcherRun(t *testing.T) {
 		d.runAll()
 		for i, inv := range invs {
 			if got, want := inv.take(), []string{pill}; !slices.Equal(got, want) {
-				t.Errorf("actor %d got %v, want %v", i, got, want)
+				t.Errorf("actor %d got %q, want %q", i, got, want)
 			}
 		}
 	})
@@ -57,7 +57,7 @@ func TestEvictedActorsStopManyToADispatcherRun(t *testing.T) {
 		}
 		for i, inv := range invs {
 			if got, want := inv.take(), []string{pill}; !slices.Equal(got, want) {
-				t.Errorf("actor %d got %v, want %v", i, got, want)
+				t.Errorf("actor %d got %q, want %q", i, got, want)
 			}
 		}
 		if q.running || len(q.boxes) != 0 {
@@ -85,7 +85,17 @@ func TestEvictedActorsStopManyToADispatcherRun(t *testing.T) {
 		q.push(boxes[0], nil)
 		d.runAll()
 		if got, want := invs[0].take(), []string{"read", pill}; !slices.Equal(got, want) {
-			t.Fatalf("got %v, want %v", got, want)
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	})
+	t.Run("the pill comes before what is sent after the push", func(t *testing.T) {
+		boxes, invs, d := setup(1)
+		var q stopQueue
+		q.push(boxes[0], nil)
+		boxes[0].PostUserMessage("after") // a producer call's result, say
+		d.runAll()
+		if got, want := invs[0].take(), []string{pill, "after"}; !slices.Equal(got, want) {
+			t.Fatalf("got %q, want %q", got, want)
 		}
 	})
 	t.Run("the parent's run that the stop makes due runs on the stop's goroutine", func(t *testing.T) {
