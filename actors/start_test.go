@@ -361,13 +361,31 @@ func TestAStartRunsAnIdleAgentOnTheCallersGoroutine(t *testing.T) {
 	}))
 	register(t, rt, "a1")
 	caller := goid()
-	for range 4 {
+	run := func() string {
 		f := newFake()
 		id := start(t, rt, f.spec("bash", "a1", true))
 		f.Finish(messages.Outcome{Status: messages.Completed})
 		settleWait(t, rt, id, "a1")
+		mu.Lock()
+		defer mu.Unlock()
+		return spawnedOn[len(spawnedOn)-1]
+	}
+	// The agent is idle only once it has run its own Started, which a dispatcher
+	// worker runs after the registration returned; a start that comes first finds it
+	// running, and that worker runs the spawn too (the flake run caught it: 9 in 300
+	// at 686414f). Once a spawn ran on the caller, the caller left the agent idle.
+	for try := 0; run() != caller; try++ {
+		if try == 20 {
+			t.Fatalf("no start ran the agent on the caller's goroutine in 20 tries: %v", spawnedOn)
+		}
+	}
+	mu.Lock()
+	spawnedOn = nil
+	mu.Unlock()
+	for range 4 {
+		run()
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	assert.Equal(t, []string{caller, caller, caller, caller}, spawnedOn, "the goroutines the agent's spawns ran on; the caller is %s", caller)
+	assert.Equal(t, []string{caller, caller, caller, caller}, spawnedOn, "the goroutines the agent's spawns ran on, the agent idle; the caller is %s", caller)
 }
