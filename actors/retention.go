@@ -152,9 +152,8 @@ func (r *registry) dropRecord(ctx actor.Context, id messages.TaskID, e *taskEntr
 // its Terminated makes due is taken and run there too, right after; and it takes
 // what is pushed meanwhile before it ends. An actor that is not idle takes the pill
 // behind the messages it has and runs as usual; a parent that is running elsewhere
-// just gets the message. Paired
-// BenchmarkLifecycle runs: −8 % a lifecycle for the shared run, −5 % more for the
-// parent's (docs/cost.md, "Lifecycle").
+// just gets the message. Paired BenchmarkLifecycle runs: −8 % a lifecycle for the
+// shared run, −5 % more for the parent's (docs/cost.md, "Lifecycle").
 type stopQueue struct {
 	mu      sync.Mutex
 	boxes   []stopItem
