@@ -106,6 +106,11 @@ type streams struct {
 	childOut *os.File // the shell's stdout and stderr
 	out      *os.File // where the output is read: the pipe's read end, or the terminal's master
 	in       *input   // nil for StdinNone
+	// term is the terminal (StdinTTY), which this process keeps open until every
+	// process of the task is gone (task.releaseTerminal): the master reads EIO only
+	// then, never while the flip buffer still holds what the shell wrote just
+	// before it exited.
+	term *os.File
 }
 
 // openStreams opens the streams of a command with stdin mode: an output pipe and,
@@ -117,7 +122,7 @@ func (p *Producer) openStreams(mode Stdin) (*streams, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &streams{childIn: tty, childOut: tty, out: master, in: &input{mode: mode, w: master}}, nil
+		return &streams{childIn: tty, childOut: tty, out: master, in: &input{mode: mode, w: master}, term: tty}, nil
 	}
 	pr, pw, err := outputPipe()
 	if err != nil {
@@ -139,6 +144,9 @@ func (p *Producer) openStreams(mode Stdin) (*streams, error) {
 // closeChild closes this process's copies of the shell's ends, once the shell has
 // them (or failed to start).
 func (s *streams) closeChild() error {
+	if s.term != nil {
+		return nil // the terminal stays open: see term
+	}
 	err := s.childOut.Close()
 	if s.childIn != nil && s.childIn != s.childOut {
 		err = errors.Join(err, s.childIn.Close())
@@ -149,6 +157,9 @@ func (s *streams) closeChild() error {
 // closeOurs closes this process's ends, when the shell did not start.
 func (s *streams) closeOurs() {
 	_ = s.out.Close()
+	if s.term != nil {
+		_ = s.term.Close()
+	}
 	if s.in != nil && s.in.w != s.out {
 		_ = s.in.w.Close()
 	}
