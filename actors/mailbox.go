@@ -172,15 +172,18 @@ func (m *mailbox) enqueue(msg any) {
 
 // runIfIdle runs the mailbox on the calling goroutine until nothing is left, if it is
 // idle; a running mailbox takes what it holds before it goes idle.
-func (m *mailbox) runIfIdle() {
+func (m *mailbox) runIfIdle() { m.runIfIdleUntil(nil) }
+
+// runIfIdleUntil is runIfIdle stopping early as runUntil does with done.
+func (m *mailbox) runIfIdleUntil(done func() bool) {
 	if !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
 		return
 	}
-	if m.held.Load() { // never for a task actor once spawned; kept for the contract
+	if m.held.Load() { // never for an agent's or a spawned task's mailbox; kept for the contract
 		m.pending.Store(true)
 		return
 	}
-	m.runUntil(nil)
+	m.runUntil(done)
 }
 
 // processMessages runs batches until the mailbox is empty (or suspended with only
@@ -194,17 +197,8 @@ func (m *mailbox) processMessages() { m.runUntil(nil) }
 // woken (a start's spawn by its agent: Runtime.commit). It runs at most one
 // throughput's worth of messages before it hands over.
 func (m *mailbox) postAndRun(msg any, done func() bool) {
-	m.mu.Lock()
-	m.user.push(msg)
-	m.mu.Unlock()
-	if !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
-		return
-	}
-	if m.held.Load() { // never for an agent's mailbox; kept for the contract
-		m.pending.Store(true)
-		return
-	}
-	m.runUntil(done)
+	m.enqueue(msg)
+	m.runIfIdleUntil(done)
 }
 
 // runUntil runs batches as processMessages does; with done, it stops early — once
