@@ -39,7 +39,7 @@ func (t *Tasks) Adopt(ctx context.Context, s messages.Spec, h messages.Hooks) (m
 	if len(s.Key) > messages.MaxKey {
 		return "", fmt.Errorf("%w: key of %d bytes is over the bound of %d", messages.ErrInvalidSpec, len(s.Key), messages.MaxKey)
 	}
-	m, err := rt.callUntilReply(&reserveStart{kind: s.Kind, label: s.Label, owner: s.Owner, key: s.Key, noQueue: true})
+	m, err := rt.callUntilReply(&reserveStart{reservation: reservation{kind: s.Kind, label: s.Label, owner: s.Owner, key: s.Key}, noQueue: true})
 	if err != nil {
 		return "", rt.noActorErr(err)
 	}

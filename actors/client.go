@@ -61,7 +61,7 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	if len(s.Key) > messages.MaxKey {
 		return "", fmt.Errorf("%w: key of %d bytes is over the bound of %d", messages.ErrInvalidSpec, len(s.Key), messages.MaxKey)
 	}
-	m, err := rt.callUntilReply(&reserveStart{kind: s.Kind, label: s.Label, owner: s.Owner, key: s.Key})
+	m, err := rt.callUntilReply(&reserveStart{reservation: reservation{kind: s.Kind, label: s.Label, owner: s.Owner, key: s.Key}})
 	if err != nil {
 		return "", rt.noActorErr(err)
 	}

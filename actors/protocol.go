@@ -68,11 +68,12 @@ func requestRegistry(rt *Runtime, m registryMsg, replyTo *actor.PID) {
 
 // reserveStart is a start's preflight (client → registry). On success the registry
 // holds a slot for the owner until commitStart or abortStart. Reply: *reserveReply.
+// The request carries the reservation the registry keeps on success (kind, label,
+// owner and key filled in by the client, the rest by the registry): one allocation
+// a start instead of two. The client never reads it once sent.
 type reserveStart struct {
-	kind, label string
-	owner       messages.AgentID
-	key         string // Spec.Key: "" = not idempotent
-	noQueue     bool   // refuse rather than queue at the cap (Adopt: the work runs already)
+	reservation
+	noQueue bool // refuse rather than queue at the cap (Adopt: the work runs already)
 }
 
 type reserveReply struct {

@@ -18,8 +18,8 @@ import (
 type reservation struct {
 	kind, label string
 	owner       messages.AgentID
+	key         string // Spec.Key, "" for none
 	b           *bucket
-	key         string     // Spec.Key, "" for none
 	queued      bool       // a queue place, not a slot (queue.go)
 	dups        []keyedDup // starts with the same key parked until this one resolves
 }
@@ -61,7 +61,9 @@ func (r *registry) reserve(m *reserveStart, sender *actor.PID) *reserveReply {
 	}
 	b.pending++
 	r.nextToken++
-	r.starts[r.nextToken] = &reservation{kind: m.kind, label: m.label, owner: m.owner, b: b, key: m.key, queued: queued}
+	res := &m.reservation
+	res.b, res.queued = b, queued
+	r.starts[r.nextToken] = res
 	r.keyReserved(b, m.key, r.nextToken)
 	return &reserveReply{token: r.nextToken, queued: queued}
 }
