@@ -289,7 +289,7 @@ func (t *task) receiveQueued(ctx actor.Context) bool {
 		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Killed, Detail: "never started: killed while queued"})
 		ctx.Respond(&messages.KillReply{Result: messages.KillRequested})
 	case *teardown:
-		t.teardownBy = ctx.Sender()
+		t.moreOf().teardownBy = ctx.Sender()
 		if q.starting {
 			q.teardown = m.reason
 			return true
@@ -330,7 +330,8 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 	t.watchOutput()
 	t.watchDone(ctx)
 	for _, k := range q.kills {
-		t.kills = append(t.kills, k.sender)
+		mo := t.moreOf()
+		mo.kills = append(mo.kills, k.sender)
 		t.cancelAsync(k.reason, k.sender)
 	}
 	q.kills = nil

@@ -31,7 +31,8 @@ func (t *task) input(ctx actor.Context, m *messages.InputTask) {
 	case t.inputShut:
 		reply(fmt.Errorf("%w: %s", messages.ErrInputClosed, t.snap.ID))
 	default:
-		t.inputs = append(t.inputs, &inputReq{data: m.Data, eof: m.EOF, sender: ctx.Sender()})
+		mo := t.moreOf()
+		mo.inputs = append(mo.inputs, &inputReq{data: m.Data, eof: m.EOF, sender: ctx.Sender()})
 		t.inputShut = m.EOF
 		t.writeNext()
 	}
@@ -46,11 +47,12 @@ func (t *task) endedErr() error {
 
 // writeNext hands the first queued input to the producer, off the mailbox.
 func (t *task) writeNext() {
-	if t.writing || t.parked != nil || len(t.inputs) == 0 {
+	mo := t.more
+	if t.writing || mo == nil || mo.parked != nil || len(mo.inputs) == 0 {
 		return
 	}
 	t.writing = true
-	in, write, self, rt := t.inputs[0], t.hooks.Input, t.self, t.rt
+	in, write, self, rt := mo.inputs[0], t.hooks.Input, t.self, t.rt
 	t.calls.run(rt, "input", func() {
 		err := messages.Contain("input", func() error { return write(in.data, in.eof) })
 		tellTask(rt.system.Root, self, &inputDone{err: err})
@@ -60,8 +62,9 @@ func (t *task) writeNext() {
 func (t *task) inputDone(ctx actor.Context, m *inputDone) {
 	t.calls.taken()
 	t.writing = false
-	in := t.inputs[0]
-	t.inputs = t.inputs[1:]
+	mo := t.more // made by the input being answered
+	in := mo.inputs[0]
+	mo.inputs = mo.inputs[1:]
 	switch {
 	case m.err == nil:
 		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap})
@@ -74,7 +77,7 @@ func (t *task) inputDone(ctx actor.Context, m *inputDone) {
 		// the answer until the task ends, or for inputGrace, then give the write's
 		// own error. The queue waits behind it.
 		self, rt := t.self, t.rt
-		t.parked = &parkedInput{req: in, err: fmt.Errorf("input to task %s: %w", t.snap.ID, m.err),
+		mo.parked = &parkedInput{req: in, err: fmt.Errorf("input to task %s: %w", t.snap.ID, m.err),
 			timer: time.AfterFunc(inputGrace, func() { tellTask(rt.system.Root, self, &inputGraceOver{}) })}
 		return
 	}
@@ -97,11 +100,12 @@ type parkedInput struct {
 }
 
 func (t *task) inputGraceOver(ctx actor.Context) {
-	p := t.parked
-	if p == nil {
+	mo := t.more
+	if mo == nil || mo.parked == nil {
 		return
 	}
-	t.parked = nil
+	p := mo.parked
+	mo.parked = nil
 	ctx.Send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: p.err})
 	t.writeNext()
 }
@@ -109,8 +113,12 @@ func (t *task) inputGraceOver(ctx actor.Context) {
 // failQueuedInputs answers the inputs not yet handed to the producer: the task is
 // stopping or settled, so they would go nowhere.
 func (t *task) failQueuedInputs(ctx actor.Context) {
-	if p := t.parked; p != nil {
-		t.parked = nil
+	mo := t.more
+	if mo == nil {
+		return // no input was ever accepted
+	}
+	if p := mo.parked; p != nil {
+		mo.parked = nil
 		p.timer.Stop()
 		ctx.Send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
@@ -118,8 +126,8 @@ func (t *task) failQueuedInputs(ctx actor.Context) {
 	if t.writing {
 		first = 1 // in flight: answered when the producer returns
 	}
-	for _, in := range t.inputs[first:] {
+	for _, in := range mo.inputs[first:] {
 		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
-	t.inputs = t.inputs[:first]
+	mo.inputs = mo.inputs[:first]
 }

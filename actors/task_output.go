@@ -131,7 +131,8 @@ func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
 	t.nextWaiter++
 	n, self, rt := t.nextWaiter, t.self, t.rt
 	t.listening.Store(true) // before the first match: a write after it wakes the task
-	t.untils = append(t.untils, &untilWaiter{n: n, pid: ctx.Sender(), re: re,
+	mo := t.moreOf()
+	mo.untils = append(mo.untils, &untilWaiter{n: n, pid: ctx.Sender(), re: re,
 		timer: time.AfterFunc(m.Timeout, func() { tellTask(rt.system.Root, self, &untilTimeout{n: n}) })})
 	t.matchUntils(ctx)
 	if t.phase == phaseSettled {
@@ -142,8 +143,12 @@ func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
 // matchUntils answers the pending ReadUntil requests whose pattern now matches, in
 // order; each match consumes the output through its line, so the scan restarts.
 func (t *task) matchUntils(ctx actor.Context) {
-	for i := 0; i < len(t.untils); {
-		w := t.untils[i]
+	mo := t.more
+	if mo == nil {
+		return
+	}
+	for i := 0; i < len(mo.untils); {
+		w := mo.untils[i]
 		var out, match string
 		var ok bool
 		err := messages.Contain("read output", func() error {
@@ -154,7 +159,7 @@ func (t *task) matchUntils(ctx actor.Context) {
 			i++
 			continue
 		}
-		t.untils = append(t.untils[:i], t.untils[i+1:]...)
+		mo.untils = append(mo.untils[:i], mo.untils[i+1:]...)
 		w.timer.Stop()
 		if err != nil {
 			ctx.Send(w.pid, &messages.ReadUntilReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
@@ -173,12 +178,16 @@ func (t *task) matchUntils(ctx actor.Context) {
 // what is new, so the model sees why nothing matched) or because its requester gave
 // up (consuming nothing).
 func (t *task) endUntil(ctx actor.Context, match func(*untilWaiter) bool, timedOut bool) {
-	for i, w := range t.untils {
+	mo := t.more
+	if mo == nil {
+		return
+	}
+	for i, w := range mo.untils {
 		if !match(w) {
 			continue
 		}
 		w.timer.Stop()
-		t.untils = append(t.untils[:i], t.untils[i+1:]...)
+		mo.untils = append(mo.untils[:i], mo.untils[i+1:]...)
 		r := messages.UntilResult{ReadResult: messages.ReadResult{Snapshot: t.snap}}
 		if timedOut {
 			r.Reason = messages.UntilTimedOut
@@ -198,11 +207,12 @@ func (t *task) endUntil(ctx actor.Context, match func(*untilWaiter) bool, timedO
 // of the output (after a last look for a match), and each sees the terminal
 // snapshot, so the task is reported.
 func (t *task) endUntils(ctx actor.Context, reason messages.UntilReason) {
-	if len(t.untils) == 0 {
+	mo := t.more
+	if mo == nil || len(mo.untils) == 0 {
 		return
 	}
 	t.matchUntils(ctx)
-	for _, w := range t.untils {
+	for _, w := range mo.untils {
 		w.timer.Stop()
 		out, err := t.consume()
 		if err != nil {
@@ -213,7 +223,7 @@ func (t *task) endUntils(ctx actor.Context, reason messages.UntilReason) {
 		ctx.Send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
 			ReadResult: messages.ReadResult{Output: out, Snapshot: t.snap}, Reason: reason}})
 	}
-	t.untils = nil
+	mo.untils = nil
 }
 
 // Bounds of one observer read.

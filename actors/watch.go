@@ -276,7 +276,8 @@ func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 		self, rt, n := t.self, t.rt, w.n
 		w.timer = time.AfterFunc(m.opts.Timeout, func() { tellTask(rt.system.Root, self, &watchTimeout{n: n}) })
 	}
-	t.watches = append(t.watches, w)
+	mo := t.moreOf()
+	mo.watches = append(mo.watches, w)
 	ctx.Respond(&errReply{})
 }
 
@@ -284,10 +285,11 @@ func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 // line; final treats an unfinished last line as a line (the task settled).
 func (t *task) scanWatches(final bool) {
 	out := t.stream()
-	if out == nil || len(t.watches) == 0 {
+	mo := t.more
+	if out == nil || mo == nil || len(mo.watches) == 0 {
 		return
 	}
-	for _, w := range t.watches {
+	for _, w := range mo.watches {
 		err := messages.Contain("peek output", func() error {
 			for {
 				data, next, missed := out.Peek(w.off, maxPeek)
@@ -357,13 +359,17 @@ func (w *outputWatch) line(b []byte) {
 // endWatch removes watch n and closes its delivery with the closing text ("" for
 // none).
 func (t *task) endWatch(n uint64, closing string) {
-	for i, w := range t.watches {
+	mo := t.more
+	if mo == nil {
+		return
+	}
+	for i, w := range mo.watches {
 		if w.n == n {
 			if w.timer != nil {
 				w.timer.Stop()
 			}
 			w.d.close(closing)
-			t.watches = append(t.watches[:i], t.watches[i+1:]...)
+			mo.watches = append(mo.watches[:i], mo.watches[i+1:]...)
 			return
 		}
 	}
@@ -373,8 +379,8 @@ func (t *task) endWatch(n uint64, closing string) {
 // completion notice says so) or its actor stopped.
 func (t *task) endWatches() {
 	t.scanWatches(true)
-	for len(t.watches) > 0 {
-		t.endWatch(t.watches[0].n, "")
+	for mo := t.more; mo != nil && len(mo.watches) > 0; {
+		t.endWatch(mo.watches[0].n, "")
 	}
 }
 
@@ -384,10 +390,12 @@ func (t *task) receiveWatch(ctx actor.Context) bool {
 		t.startWatch(ctx, m)
 	case *watchTimeout:
 		t.scanWatches(false)
-		for _, w := range t.watches {
-			if w.n == m.n {
-				t.endWatch(m.n, fmt.Sprintf("its timeout of %d ms passed", w.timeout.Milliseconds()))
-				break
+		if mo := t.more; mo != nil {
+			for _, w := range mo.watches {
+				if w.n == m.n {
+					t.endWatch(m.n, fmt.Sprintf("its timeout of %d ms passed", w.timeout.Milliseconds()))
+					break
+				}
 			}
 		}
 	case *watchCapped:
