@@ -31,17 +31,33 @@ type bucket struct {
 	keys map[string]keyed
 }
 
-// queue is a FIFO of ids.
-type queue struct{ ids []messages.TaskID }
+// queue is a FIFO of ids, in a ring: a bounded queue (retention's) allocates only
+// while it grows to its bound, where a slice popped from the front would be
+// reallocated every so many pushes.
+type queue struct {
+	ids  []messages.TaskID // the ring
+	head int               // index of the oldest
+	n    int               // ids held
+}
 
-func (q *queue) push(id messages.TaskID) { q.ids = append(q.ids, id) }
+func (q *queue) push(id messages.TaskID) {
+	if q.n == len(q.ids) {
+		ring := make([]messages.TaskID, max(8, 2*q.n))
+		k := copy(ring, q.ids[q.head:])
+		copy(ring[k:], q.ids[:q.head])
+		q.ids, q.head = ring, 0
+	}
+	q.ids[(q.head+q.n)%len(q.ids)] = id
+	q.n++
+}
 
-func (q *queue) len() int { return len(q.ids) }
+func (q *queue) len() int { return q.n }
 
 func (q *queue) pop() messages.TaskID {
-	id := q.ids[0]
-	q.ids[0] = ""
-	q.ids = q.ids[1:]
+	id := q.ids[q.head]
+	q.ids[q.head] = ""
+	q.head = (q.head + 1) % len(q.ids)
+	q.n--
 	return id
 }
 
