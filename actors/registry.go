@@ -517,7 +517,7 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 		return
 	}
 	r.slotFreed(ctx, b, m)
-	b.retained.push(snap.ID)
+	b.retained.push(e)
 	for b.retained.len() > r.rt.cfg.retention {
 		r.evict(ctx, b, b.retained.pop())
 	}

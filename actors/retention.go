@@ -24,41 +24,42 @@ type bucket struct {
 	// forgetting costs O(1) amortized.
 	ids       []messages.TaskID
 	forgotten int
-	retained  queue // settled tasks with full records, oldest settled first
-	tombs     queue // tombstones, oldest evicted first
+	retained  ring[*taskEntry]      // settled tasks with full records, oldest settled first
+	tombs     ring[messages.TaskID] // tombstones, oldest evicted first
 	// keys maps the Spec.Key of each live or retained task, and of each keyed start
 	// in flight, to it (keys.go). Nil until the first keyed start.
 	keys map[string]keyed
 }
 
-// queue is a FIFO of ids, in a ring: a bounded queue (retention's) allocates only
-// while it grows to its bound, where a slice popped from the front would be
-// reallocated every so many pushes.
-type queue struct {
-	ids  []messages.TaskID // the ring
-	head int               // index of the oldest
-	n    int               // ids held
+// ring is a FIFO in a ring buffer: a bounded one (retention's) allocates only while
+// it grows to its bound, where a slice popped from the front would be reallocated
+// every so many pushes. A popped slot is cleared.
+type ring[T any] struct {
+	items []T
+	head  int // index of the oldest
+	n     int // items held
 }
 
-func (q *queue) push(id messages.TaskID) {
-	if q.n == len(q.ids) {
-		ring := make([]messages.TaskID, max(8, 2*q.n))
-		k := copy(ring, q.ids[q.head:])
-		copy(ring[k:], q.ids[:q.head])
-		q.ids, q.head = ring, 0
+func (q *ring[T]) push(v T) {
+	if q.n == len(q.items) {
+		items := make([]T, max(8, 2*q.n))
+		k := copy(items, q.items[q.head:])
+		copy(items[k:], q.items[:q.head])
+		q.items, q.head = items, 0
 	}
-	q.ids[(q.head+q.n)%len(q.ids)] = id
+	q.items[(q.head+q.n)%len(q.items)] = v
 	q.n++
 }
 
-func (q *queue) len() int { return q.n }
+func (q *ring[T]) len() int { return q.n }
 
-func (q *queue) pop() messages.TaskID {
-	id := q.ids[q.head]
-	q.ids[q.head] = ""
-	q.head = (q.head + 1) % len(q.ids)
+func (q *ring[T]) pop() T {
+	v := q.items[q.head]
+	var zero T
+	q.items[q.head] = zero
+	q.head = (q.head + 1) % len(q.items)
 	q.n--
-	return id
+	return v
 }
 
 // stopping counts a bucket's stopping tasks (for the cap error only).
@@ -87,11 +88,14 @@ func (r *registry) bucketOf(owner messages.AgentID) *bucket {
 // rule): the route goes first, then the task actor is poisoned — every request routed
 // to it before is answered; it stops, and its Stopped handler runs the producer's
 // Release. Past the tombstone bound, the oldest tombstone is forgotten.
-func (r *registry) evict(ctx actor.Context, b *bucket, id messages.TaskID) {
-	e, ok := r.tasks[id]
-	if !ok || e.pid == nil {
+//
+// e is from the bucket's retained queue: its record is in r.tasks (records are
+// dropped only with their whole bucket, whose queues go with it).
+func (r *registry) evict(ctx actor.Context, b *bucket, e *taskEntry) {
+	if e.pid == nil {
 		return
 	}
+	id := e.snap.ID
 	if e.box != nil {
 		var parent *mailbox // the agent actor's, told Terminated by the stop
 		if a, ok := r.agents[e.snap.Owner]; ok {

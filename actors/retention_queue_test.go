@@ -7,11 +7,11 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// TestRetentionQueueIsFIFOAcrossItsRing pins queue, the ring behind the retained
+// TestRetentionQueueIsFIFOAcrossItsRing pins ring, the queue behind the retained
 // records and the tombstones: ids come out in the order they went in, through
 // growth and wrap-around, and a popped slot keeps no id.
 func TestRetentionQueueIsFIFOAcrossItsRing(t *testing.T) {
-	var q queue
+	var q ring[messages.TaskID]
 	var want []messages.TaskID
 	next := 0
 	push := func(n int) {
@@ -38,7 +38,7 @@ func TestRetentionQueueIsFIFOAcrossItsRing(t *testing.T) {
 			t.Fatalf("len = %d, want %d", got, want)
 		}
 	}
-	for i, id := range q.ids {
+	for i, id := range q.items {
 		if id != "" {
 			t.Fatalf("emptied ring holds %q at %d", id, i)
 		}
