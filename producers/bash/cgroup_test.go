@@ -302,6 +302,14 @@ func init() {
 		if os.Getenv("HOST_MODE") == "cgroup" {
 			mode = CgroupContainment
 		}
+		if dir := os.Getenv("HOST_V1_PIDS"); dir != "" {
+			// Into a pids v1 cgroup of the test's own before New reads where this
+			// process is: the pids twins go under it (see TestHostDeath).
+			if err := writeCtl(filepath.Join(dir, "cgroup.procs"), "0"); err != nil {
+				fmt.Println("error:", err)
+				os.Exit(1)
+			}
+		}
 		p := New(WithContainment(mode), WithSpillDir(os.TempDir()), WithCgroupRoot(os.Getenv("HOST_CGROUP_ROOT")), testSandbox())
 		h, err := p.Start(Command{Command: os.Getenv("HOST_COMMAND")})
 		if err != nil {
@@ -326,21 +334,33 @@ func init() {
 // which it reaps, reading how they died. In cgroup mode the host uses a cgroup root
 // of the test's own: under the shared one, the New of any other process on the
 // machine (another test binary) could kill the survivors before the test looks.
+// Where a pids v1 hierarchy counts the tasks (a hybrid mount), the host runs in a
+// pids v1 cgroup of the test's own as well: its tasks' twins live under the host's
+// v1 cgroup, and in the shared one the next New of any process would kill the
+// survivors through them (it failed so 4 times in 30 runs of a loaded make flake).
 func TestHostDeath(t *testing.T) {
 	require.NoError(t, enableSubreaper())
 	forEachMode(t, func(t *testing.T, mode Option) {
 		containment := New(mode).Containment()
-		var root string // the host's cgroup root
+		var root, v1 string // the host's cgroup root, and its pids v1 cgroup ("" for none)
 		if containment == CgroupContainment {
-			root = filepath.Join(New(mode).tree.root, fmt.Sprintf("hostdeath-%d-%d", selfPid, sleeps.Add(1)))
+			name := fmt.Sprintf("hostdeath-%d-%d", selfPid, sleeps.Add(1))
+			root = filepath.Join(New(mode).tree.root, name)
 			require.NoError(t, os.Mkdir(root, 0o755))
 			t.Cleanup(func() { assert.NoError(t, removeTree(root)) })
+			lay, err := discover()
+			require.NoError(t, err)
+			if d := lay.v1Dir("pids"); d != "" {
+				v1 = filepath.Join(d, name)
+				require.NoError(t, os.Mkdir(v1, 0o755))
+				t.Cleanup(func() { assert.NoError(t, removeTree(v1)) })
+			}
 		}
 		exe, err := os.Executable()
 		require.NoError(t, err)
 		bg, escaped := uniqueSleep(), uniqueSleep()
 		host := exec.Command(exe)
-		host.Env = append(os.Environ(), helperEnv+"=host", "HOST_MODE="+containment.String(), "HOST_CGROUP_ROOT="+root,
+		host.Env = append(os.Environ(), helperEnv+"=host", "HOST_MODE="+containment.String(), "HOST_CGROUP_ROOT="+root, "HOST_V1_PIDS="+v1,
 			"HOST_COMMAND="+bg+" & setsid "+escaped+" & echo leader $$; wait")
 		out, err := host.StdoutPipe()
 		require.NoError(t, err)

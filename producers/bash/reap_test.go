@@ -90,7 +90,13 @@ func TestASettleReadsOnlyItsOwnTasksProcesses(t *testing.T) {
 		{"a task whose orphan in its group is a zombie before it ends", "( /bin/true & ); sleep 0.05", 4, "either"},
 		{"a task whose orphan in its group the settle kills", "sleep 1000 & exit 0", 4, "named"},
 		{"a task whose orphans in and out of its group the settle kills", "sleep 1000 & setsid -f sleep 1000; exit 0", 4, "named"},
-		{"a task whose orphan out of its group is a zombie before it ends", "setsid -f /bin/true; sleep 0.05", 10, "round"},
+		// The orphan writes its pid, and the shell waits until it is a zombie: a fixed
+		// sleep was too short on a loaded machine, where the settle then found it
+		// alive and killed it ("named").
+		{"a task whose orphan out of its group is a zombie before it ends", `d=$(mktemp -d)
+setsid -f sh -c 'echo $$ > "$0/pid"; exec /bin/true' "$d"
+for i in $(seq 1000); do [ -s "$d/pid" ] && [ "$(cut -d' ' -f3 "/proc/$(cat "$d/pid")/stat" 2>/dev/null)" = Z ] && break; sleep 0.01; done
+rm -r "$d"`, 10, "round"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			perSettle := map[int]float64{}
