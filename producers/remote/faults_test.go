@@ -144,8 +144,10 @@ func workerOn(t *testing.T, nc *nats.Conn, name string, opts ...Option) *Worker 
 // startOnceTaken starts c as a task of agent once a worker takes it. Right after a
 // heal a worker may fence and take a lease once more before it holds one for good
 // (its first renewal after the reconnect refused): it answers starts "full" while it
-// holds none, and such a start fails with ErrNoWorker and leaves no trace. So it tries
-// again at each write of a lease, within settleLimit.
+// holds none; and right after a worker joined on another server of a cluster, its
+// subscription may not have reached the owner's server yet. Either start fails with
+// ErrNoWorker and leaves no trace. So it tries again at each write of a lease, within
+// settleLimit.
 func (o *owner) startOnceTaken(t *testing.T, lw *leaseWatch, agent messages.AgentID, c bash.Command) messages.TaskID {
 	t.Helper()
 	limit := time.NewTimer(settleLimit)
