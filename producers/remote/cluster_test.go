@@ -174,7 +174,8 @@ func TestReplicatedStore(t *testing.T) {
 		require.GreaterOrEqual(t, leader, 0, "the lease stream has a leader")
 		watcher := r.conn((leader + 1) % 3)
 		lw := watchLeases(t, watcher, "long")
-		id := o.start(t, "", bash.Command{Command: `echo up; sleep 60`})
+		// The worker joined on another server than the owner's (see the subtest above).
+		id := o.startOnceTaken(t, nil, "", bash.Command{Command: `echo up; sleep 60`})
 		o.until(t, id, "", "up")
 		oe, err := o.p.Epoch()
 		require.NoError(t, err)

@@ -145,13 +145,21 @@ func workerOn(t *testing.T, nc *nats.Conn, name string, opts ...Option) *Worker 
 // heal a worker may fence and take a lease once more before it holds one for good
 // (its first renewal after the reconnect refused): it answers starts "full" while it
 // holds none; and right after a worker joined on another server of a cluster, its
-// subscription may not have reached the owner's server yet. Either start fails with
-// ErrNoWorker and leaves no trace. So it tries again at each write of a lease, within
-// settleLimit.
+// subscription may not have reached the owner's server yet (no event the owner can
+// see marks its arrival). Either start fails with ErrNoWorker and leaves no trace.
+// So it tries again at each write of a lease seen by lw (nil: none watched) and every
+// retryEvery, within settleLimit.
 func (o *owner) startOnceTaken(t *testing.T, lw *leaseWatch, agent messages.AgentID, c bash.Command) messages.TaskID {
 	t.Helper()
+	const retryEvery = 25 * time.Millisecond
 	limit := time.NewTimer(settleLimit)
 	defer limit.Stop()
+	retry := time.NewTicker(retryEvery)
+	defer retry.Stop()
+	var puts <-chan leasePut
+	if lw != nil {
+		puts = lw.puts
+	}
 	for {
 		id, err := o.rt.Tasks().Start(context.Background(), o.p.Spec(agent, c))
 		if err == nil {
@@ -159,7 +167,8 @@ func (o *owner) startOnceTaken(t *testing.T, lw *leaseWatch, agent messages.Agen
 		}
 		require.ErrorIs(t, err, ErrNoWorker)
 		select {
-		case <-lw.puts:
+		case <-puts:
+		case <-retry.C:
 		case <-limit.C:
 			t.Fatalf("no worker took the start within %s: %v", settleLimit, err)
 		}

@@ -168,7 +168,9 @@ func TestStreamLeaderKilled(t *testing.T) {
 	opts := []Option{WithPrefix("long"), WithLease(lease), WithReplicas(3)}
 	w := workerOn(t, mustConn(t, pc.url()), "w1", opts...)
 	o := ownerOn(t, mustConn(t, pc.url()), opts...)
-	id := o.start(t, "", bash.Command{Command: `echo up; exec sleep 600`})
+	// Each connection picks one of the three servers: the worker's subscription may
+	// not have reached the owner's server yet.
+	id := o.startOnceTaken(t, nil, "", bash.Command{Command: `echo up; exec sleep 600`})
 	o.until(t, id, "", "up")
 	oe, err := o.p.Epoch()
 	require.NoError(t, err)
@@ -183,7 +185,7 @@ func TestStreamLeaderKilled(t *testing.T) {
 	sopts := []Option{WithPrefix("short"), WithLease(2 * time.Second), WithReplicas(3)}
 	sw := workerOn(t, mustConn(t, pc.url()), "w2", sopts...)
 	so := ownerOn(t, mustConn(t, pc.url()), sopts...)
-	sid := so.start(t, "", bash.Command{Command: `echo up; exec sleep 600`})
+	sid := so.startOnceTaken(t, nil, "", bash.Command{Command: `echo up; exec sleep 600`})
 	so.until(t, sid, "", "up")
 
 	st, err := kv.Status(ctx)
