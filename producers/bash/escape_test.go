@@ -101,10 +101,21 @@ func userProcesses() int {
 // that reported is gone, marker or not. Inside a sandbox ($UP_NS set) it appends its
 // pid namespace and start time too, since its pid is its sandbox's (see
 // requireGone); outside, it starts no process for that.
-const upFunc = `up() { echo $BASHPID ${UP_NS:+$(readlink /proc/self/ns/pid) $(cut -d" " -f22 /proc/$BASHPID/stat)} >> "$UP"; }` + "\n"
+var upFunc = `up() { local id=; ` + upReport("$BASHPID") + `; }` + "\n"
 
 // upLine is what a `bash -c` escapee appends to $UP itself, as up does.
-const upLine = `echo $$ ${UP_NS:+$(readlink /proc/self/ns/pid) $(cut -d" " -f22 /proc/$$/stat)} >> "$UP"`
+var upLine = `id=; ` + upReport("$$")
+
+// upReport appends pid's line to $UP, and in a sandbox only a whole one: a process
+// killed while it reports (its sandbox torn down mid-escape) may have lost a command
+// substitution's output, and a line without its namespace would name a pid of this
+// process's namespace instead — some other process, often a kernel thread
+// (TestTheSuiteInsideTheSandbox once read "process 38 ... still runs (state S,
+// parent 2)" so). No single quote: escapees embed it in bash -c '…'.
+func upReport(pid string) string {
+	return `if [ -n "$UP_NS" ]; then id="$(readlink /proc/self/ns/pid) $(cut -d" " -f22 /proc/` + pid + `/stat)"; fi; ` +
+		`case "$UP_NS:$id" in :|?*:"pid:["*"] "[0-9]*) echo ` + pid + ` $id >> "$UP";; esac`
+}
 
 // escapee is a command that leaves processes behind.
 type escapee struct {
