@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -67,6 +69,106 @@ func BenchmarkTrue(b *testing.B) {
 		if err := stop(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkTrueGuarantees takes make bench's "/bin/true ×1000" row apart (bash -c
+// /bin/true, 8 at a time, its output collected), one guarantee at a time, so that
+// what each costs is measured:
+//
+//   - impl=exec: os/exec, with a context that can end (as the row runs it);
+//   - impl=producer/jail=none: this producer with no containment at all
+//     (testHookBareJail: the leader's process group and nothing else, what no mode
+//     does) — its own machinery: streams, output buffer, monitor, exit waiter, reader;
+//   - jail=cgroup-uncounted: a cgroup per task (every process in it from its first
+//     instruction, cgroup.kill, a settle that waits for "populated 0", the pool) but
+//     no process count (testHookNoOrphans: as in a process that is no subreaper, the
+//     task's orphans are init's and nothing is reaped);
+//   - jail=cgroup: as the producer runs — and the process count (pids.current, in the
+//     pids v1 hierarchy on a hybrid mount, which the spawning thread enters for the
+//     fork), which lets a settle prove that not even a zombie of the task is left
+//     without a look at this process's other children.
+//
+// Besides ns/op (the wall time of a run, 8 at a time) it reports this process's CPU
+// a run (cpu-µs/run) and the commands' (cmd-cpu-µs/run). Sub-benchmarks interleave
+// with -count, so benchstat can pair them:
+//
+//	go test -run '^$' -bench TrueGuarantees -benchtime 1000x -count 10 ./producers/bash > g.txt
+//	benchstat -col /impl g.txt
+func BenchmarkTrueGuarantees(b *testing.B) {
+	const workers = 8
+	run := func(b *testing.B, one func() error) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		var before, after, cbefore, cafter syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+		_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &cbefore)
+		b.ResetTimer()
+		for range workers {
+			wg.Go(func() {
+				for next.Add(1) <= int64(b.N) {
+					if err := one(); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.StopTimer()
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+		_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &cafter)
+		close(errs)
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+		cpu := func(a, z *syscall.Rusage) float64 {
+			return float64(z.Utime.Nano()+z.Stime.Nano()-a.Utime.Nano()-a.Stime.Nano()) / 1e3 / float64(b.N)
+		}
+		b.ReportMetric(cpu(&before, &after), "cpu-µs/run")
+		b.ReportMetric(cpu(&cbefore, &cafter), "cmd-cpu-µs/run")
+	}
+	b.Run("impl=exec", func(b *testing.B) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		run(b, func() error {
+			out, err := exec.CommandContext(ctx, "/bin/bash", "-c", "/bin/true").CombinedOutput()
+			if err == nil && len(out) > 0 {
+				err = fmt.Errorf("unexpected output %q", out)
+			}
+			return err
+		})
+	})
+	for _, jail := range []string{"none", "cgroup-uncounted", "cgroup"} {
+		b.Run("impl=producer/jail="+jail, func(b *testing.B) {
+			switch jail {
+			case "none":
+				testHookBareJail.Store(true)
+				defer testHookBareJail.Store(false)
+			case "cgroup-uncounted":
+				testHookNoOrphans.Store(true)
+				defer testHookNoOrphans.Store(false)
+			}
+			p := New(WithSpillDir(b.TempDir()), WithContainment(CgroupContainment))
+			if p.startErr != nil {
+				b.Skip(p.startErr)
+			}
+			defer p.Close()
+			run(b, func() error {
+				h, err := p.Start(Command{Command: "/bin/true"})
+				if err != nil {
+					return err
+				}
+				o := <-h.Done
+				out := h.ReadOutput()
+				h.Release()
+				if o.Detail != "exit code: 0" || out != "" {
+					return fmt.Errorf("outcome %+v, output %q", o, out)
+				}
+				return nil
+			})
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,6 +95,24 @@ func (j *sweepJail) settle(leader int) (int, error) {
 	return sweeps.run(leader, j.marker, j.subreaper, j.log)
 }
 
+// bareJail is no containment at all: the leader's process group for signals, and
+// nothing else (no cgroup, no sweep, no orphan reaping). No producer uses it: only
+// BenchmarkTrueGuarantees does (testHookBareJail), to measure what the containment
+// costs beside the producer's own machinery.
+type bareJail struct{}
+
+func (bareJail) terminate(leader int) error { return signalGroup(leader, syscall.SIGTERM) }
+func (bareJail) kill(leader int) error      { return signalGroup(leader, syscall.SIGKILL) }
+func (bareJail) settle(int) (int, error)    { return 0, nil }
+func (bareJail) reapOrphans(int) error      { return nil }
+func (bareJail) limitHits() limitHits       { return limitHits{} }
+func (bareJail) release() error             { return nil }
+
+// testHookBareJail, when set (by BenchmarkTrueGuarantees, around its own
+// producers' starts), makes start give its tasks a bareJail instead of their
+// mode's.
+var testHookBareJail atomic.Bool
+
 // testHookLeaderExited, when set (by tests, before Start), runs in the monitor
 // right after step 1; a test makes it panic to exercise containment.
 var testHookLeaderExited func()
@@ -154,7 +173,10 @@ func (p *Producer) start(c Command) (*task, error) {
 		j  jail
 		cg *taskCgroup
 	)
-	if p.tree != nil {
+	bare := testHookBareJail.Load()
+	if bare {
+		j = bareJail{}
+	} else if p.tree != nil {
 		if lim.any() {
 			cg, err = p.tree.newTask(p.taskDirPrefix()+fmt.Sprint(seq), lim, log)
 		} else {
@@ -229,7 +251,7 @@ func (p *Producer) start(c Command) (*task, error) {
 	// A terminal of the task's own needs a session to be its controlling terminal.
 	// In a sandbox the shell takes its terminal as its controlling terminal itself
 	// (setsid --ctty), so that bwrap, the leader, has none (see sandboxPlan.command).
-	err = spawn(cmd, cg, cg == nil || p.ctty || tty, tty && sb == nil)
+	err = spawn(cmd, cg, (cg == nil && !bare) || p.ctty || tty, tty && sb == nil)
 	releaseNull()
 	if sj != nil {
 		sj.started(err == nil, log)
