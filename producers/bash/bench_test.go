@@ -81,9 +81,11 @@ func BenchmarkTrue(b *testing.B) {
 //     (testHookBareJail: the leader's process group and nothing else, what no mode
 //     does) — its own machinery: streams, output buffer, monitor, exit waiter, reader;
 //   - jail=cgroup-uncounted: a cgroup per task (every process in it from its first
-//     instruction, cgroup.kill, a settle that waits for "populated 0", the pool) but
-//     no process count (testHookNoOrphans: as in a process that is no subreaper, the
-//     task's orphans are init's and nothing is reaped);
+//     instruction, cgroup.kill, a settle that waits for "populated 0") but no
+//     process count (testHookNoOrphans: as in a process that is no subreaper, the
+//     task's orphans are init's and nothing is reaped) — and so no reuse: without a
+//     count nothing proves that no process of the task wrote cgroup.kill, so each
+//     task's cgroup is made for it and removed after (see taskCgroup.reusable);
 //   - jail=cgroup: as the producer runs — and the process count (pids.current, in the
 //     pids v1 hierarchy on a hybrid mount, which the spawning thread enters for the
 //     fork), which lets a settle prove that not even a zombie of the task is left
