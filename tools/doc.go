@@ -72,9 +72,12 @@
 // string: a wait says "(wait interrupted before the task finished)" and gives the
 // task's current status line (its terminal status line if it ended), consuming
 // nothing; a foreground command says "(the call was interrupted; the command and
-// its process group were killed)" before its status line; any other call is a tool
-// error naming the interruption ("the call was interrupted", "the call's deadline
-// passed").
+// its process group were killed)" before its status line; task_input, whose write
+// an interrupt ends only after a grace of a second (a write the task may have read
+// is never reported as perhaps not sent), says "(input sent; the wait for the task's
+// reply was interrupted)"; any other call, and a write still blocked after the
+// grace, is a tool error naming the interruption ("the call was interrupted", "the
+// call's deadline passed").
 //
 // # Arguments
 //

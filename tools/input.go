@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/taskrt/taskrt/messages"
@@ -58,7 +59,7 @@ func (t *TaskTools) callInput(ctx context.Context, caller messages.AgentID, raw 
 	}
 	id := messages.TaskID(a.TaskID)
 	defer t.calls.begin(id)()
-	err := t.rt.Tasks().Input(ctx, id, caller, []byte(a.Text), a.EOF)
+	err := t.write(ctx, id, caller, []byte(a.Text), a.EOF)
 	switch {
 	case errors.Is(err, messages.ErrNoInput):
 		return Result{Text: fmt.Sprintf("task %s takes no input: start the command with stdin \"pipe\" or \"tty\" to write to it", id), IsError: true}
@@ -83,6 +84,44 @@ func (t *TaskTools) callInput(ctx context.Context, caller messages.AgentID, raw 
 		return taskErrResult(a.TaskID, err)
 	}
 	return Result{Text: joinLines(out, StatusLine(snap))}
+}
+
+// inputGrace is how long a write that task_input started may still take once its
+// call is interrupted: long enough for the answer of a write that was already made
+// to come back (it usually does within microseconds), short enough that an
+// interrupt still ends a write blocked on a full pipe promptly.
+const inputGrace = time.Second
+
+// write is Tasks.Input for task_input. A write the process may already have read
+// must not be reported as perhaps not sent — the model would send it again — so
+// the interrupt of the call (ctx) ends the write only after inputGrace: a write
+// that was made answers meanwhile, and the call then says "input sent" before the
+// interruption. A write still blocked then is abandoned, and the error is ctx's.
+func (t *TaskTools) write(ctx context.Context, id messages.TaskID, caller messages.AgentID, data []byte, eof bool) error {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var grace *time.Timer
+	var mu sync.Mutex
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if wctx.Err() == nil {
+			grace = time.AfterFunc(inputGrace, cancel)
+		}
+	})
+	err := t.rt.Tasks().Input(wctx, id, caller, data, eof)
+	abandoned := wctx.Err() != nil
+	cancel() // a grace timer not yet made is not made now
+	stop()
+	mu.Lock()
+	if grace != nil {
+		grace.Stop()
+	}
+	mu.Unlock()
+	if err != nil && abandoned {
+		return ctx.Err() // abandoned after the grace: in the caller's words
+	}
+	return err
 }
 
 // collectReply gathers what the task printed after a write: it waits for the first

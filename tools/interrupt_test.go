@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/messages"
+	fakepkg "github.com/taskrt/taskrt/producers/fake"
 	"github.com/taskrt/taskrt/tools"
 )
 
@@ -164,4 +165,69 @@ func TestInterruptedForegroundCommand(t *testing.T) {
 			t.Errorf("foreground = %+v, want %+v", r, want)
 		}
 	})
+}
+
+// An interrupted task_input never reports a write the task may already have read as
+// perhaps not sent (the model would send it again): the interrupt ends the write
+// only after a grace, within which a write that was made answers, and the call then
+// says "input sent" before the interruption. A write still blocked after the grace
+// (a full pipe) is abandoned, and the call names the interruption. On
+// testing/synctest's virtual clock: "blocked" is every goroutine blocked.
+func TestInterruptedInput(t *testing.T) {
+	tests := []struct {
+		name     string
+		unblock  bool // the blocked write goes through after the interrupt, within the grace
+		want     tools.Result
+		received bool // the task got the text
+	}{
+		{"a write made after the interrupt, within the grace, is reported sent", true,
+			tools.Result{Text: lines("(input sent; the wait for the task's reply was interrupted)", "[status: running]")}, true},
+		{"a write still blocked after the grace is abandoned and the call names the interruption", false,
+			tools.Result{Text: "the call was interrupted", IsError: true}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t)
+				e.agent(t, "a1", 4)
+				f := fakepkg.New(true)
+				f.Buffered()
+				f.Interactive()
+				id, err := e.rt.Tasks().Start(bg, f.Spec("bash", "python3 -i", "a1"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.BlockInput() // the write waits, as on a full pipe
+				ctx, cancel := context.WithCancel(bg)
+				defer cancel()
+				got := make(chan tools.Result, 1)
+				go func() {
+					got <- e.set.Call(ctx, "a1", "task_input", json.RawMessage(`{"task_id":"bash-1","text":"go\n"}`))
+				}()
+				synctest.Wait() // the write is blocked in the task
+				cancel()
+				synctest.Wait() // the call took the interrupt and waits out its grace
+				if tc.unblock {
+					f.UnblockInput()
+				}
+				r := <-got
+				if r != tc.want {
+					t.Errorf("got %+v, want %+v", r, tc.want)
+				}
+				noGoErrors(t, r)
+				select {
+				case in := <-f.Inputs:
+					if !tc.received || in.Data != "go\n" {
+						t.Errorf("the task got %+v, want received=%v", in, tc.received)
+					}
+				default:
+					if tc.received {
+						t.Error("the task got no input")
+					}
+				}
+				f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+				e.settled(t, id, "a1")
+			})
+		})
+	}
 }
