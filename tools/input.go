@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/taskrt/taskrt/messages"
@@ -100,25 +99,18 @@ const inputGrace = time.Second
 func (t *TaskTools) write(ctx context.Context, id messages.TaskID, caller messages.AgentID, data []byte, eof bool) error {
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	var grace *time.Timer
-	var mu sync.Mutex
 	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if wctx.Err() == nil {
-			grace = time.AfterFunc(inputGrace, cancel)
+		grace := time.NewTimer(inputGrace)
+		defer grace.Stop()
+		select {
+		case <-grace.C:
+			cancel()
+		case <-wctx.Done(): // the write answered
 		}
 	})
+	defer stop()
 	err := t.rt.Tasks().Input(wctx, id, caller, data, eof)
-	abandoned := wctx.Err() != nil
-	cancel() // a grace timer not yet made is not made now
-	stop()
-	mu.Lock()
-	if grace != nil {
-		grace.Stop()
-	}
-	mu.Unlock()
-	if err != nil && abandoned {
+	if err != nil && wctx.Err() != nil {
 		return ctx.Err() // abandoned after the grace: in the caller's words
 	}
 	return err
