@@ -135,8 +135,10 @@ func (lw *leaseWatch) renewedAfter(t *testing.T, rev uint64, epochs map[string]u
 func TestReplicatedStore(t *testing.T) {
 	ctx := context.Background()
 	r := newReplicated(t)
-	r.on(2).worker("w1", WithReplicas(3))
-	o := r.on(0).owner(WithReplicas(3))
+	// Joining takes a write to the R3 lease bucket, which a loaded machine can keep
+	// past the default bound of twice the lease (a make flake did, once in 6).
+	r.on(2).worker("w1", WithReplicas(3), WithStartTimeout(settleLimit))
+	o := r.on(0).owner(WithReplicas(3), WithStartTimeout(settleLimit))
 	lw := watchLeases(t, r.conn(0), DefaultPrefix)
 
 	t.Run("the lease bucket has three replicas, current on every server", func(t *testing.T) {
