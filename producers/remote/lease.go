@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -52,11 +53,37 @@ func lapseAfter(d time.Duration) time.Duration { return d + d/slackDiv }
 
 // ensureBucket creates (or finds) the lease bucket: one value per key (the
 // current lease), in memory (a lease outliving a restart of the store would be
-// stale anyway).
+// stale anyway). A cluster that is electing a leader, or whose meta group is still
+// forming, drops JetStream API requests or answers that it cannot serve yet; so
+// each try is bounded by bucketTry, and a try that got no answer, or such an
+// answer, is made again until ctx ends. Any other error is final at once.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, bucketTry)
+		kv, err := tryBucket(tctx, js, name, replicas)
+		cancel()
+		if err == nil || ctx.Err() != nil || !clusterNotReady(err) {
+			return kv, err
+		}
+		pause := time.NewTimer(bucketPause)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return nil, fmt.Errorf("%w (last try: %v)", ctx.Err(), err)
+		case <-pause.C:
+		}
+	}
+}
+
+const (
+	bucketTry   = 2 * time.Second        // one try of ensureBucket
+	bucketPause = 100 * time.Millisecond // between its tries
+)
+
+func tryBucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
-	if err == nil {
-		return kv, nil
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err // found, or a failed look-up
 	}
 	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      name,
@@ -69,6 +96,18 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, name string, repl
 		return js.KeyValue(ctx, name)
 	}
 	return kv, err
+}
+
+// clusterNotReady reports whether err is a JetStream API request that got no
+// answer in time, or an answer that the cluster cannot serve it yet: 503
+// (JetStream temporarily unavailable, no leader), or no suitable peers for an R>1
+// stream's placement (10005: a peer not yet seen online).
+func clusterNotReady(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return true
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) && (api.Code == 503 || api.ErrorCode == 10005)
 }
 
 // holder holds one lease: it acquires it with Create, renews it with Update on the

@@ -67,3 +67,64 @@ func TestAFailedRenewalIsRetriedBeforeTheFence(t *testing.T) {
 		})
 	}
 }
+
+// flakyJS is a JetStream whose KeyValue lookups answer per try, as a cluster
+// electing a leader does: "drop" never answers (the try's context ends it), "503"
+// and "no peers" answer that the cluster cannot serve it yet, "bad" is a final
+// error, and "ok" finds the bucket.
+type flakyJS struct {
+	jetstream.JetStream // only KeyValue is used
+	answers             []string
+	tries               int
+}
+
+var errBad = &jetstream.APIError{Code: 400, ErrorCode: 10052, Description: "invalid request"}
+
+func (f *flakyJS) KeyValue(ctx context.Context, _ string) (jetstream.KeyValue, error) {
+	a := f.answers[min(f.tries, len(f.answers)-1)]
+	f.tries++
+	switch a {
+	case "drop":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case "503":
+		return nil, &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+	case "no peers":
+		return nil, &jetstream.APIError{Code: 500, ErrorCode: 10005, Description: "no suitable peers for placement"}
+	case "bad":
+		return nil, errBad
+	}
+	return &flakyKV{}, nil
+}
+
+// ensureBucket tries again while the cluster cannot answer yet (a dropped request,
+// 503, no suitable peers), within its context; any other error is final at once.
+func TestEnsureBucketWaitsOutAClusterThatIsNotReady(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answers []string
+		limit   time.Duration
+		tries   int
+		wantErr error // nil: the bucket is found
+	}{
+		{"a dropped request, a 503 and no peers, then the bucket", []string{"drop", "503", "no peers", "ok"}, time.Minute, 4, nil},
+		{"a final error ends it at once", []string{"503", "bad", "ok"}, time.Minute, 2, errBad},
+		{"a cluster that never answers ends with the context", []string{"drop"}, 5 * time.Second, 3, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				js := &flakyJS{answers: tc.answers}
+				ctx, cancel := context.WithTimeout(context.Background(), tc.limit)
+				defer cancel()
+				kv, err := ensureBucket(ctx, js, "leases", 3)
+				if tc.wantErr == nil {
+					assert.NoError(t, err)
+					assert.NotNil(t, kv)
+				} else {
+					assert.ErrorIs(t, err, tc.wantErr)
+				}
+				assert.Equal(t, tc.tries, js.tries, "tries")
+			})
+		})
+	}
+}
