@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -19,10 +18,11 @@ import (
 // SDK, below its decoder:
 //
 //   - on the wire in, a tools/call's params.task is moved to
-//     params._meta[metaTask], which the SDK keeps, and an initialize request is
-//     stamped with params._meta[metaStream] naming the stream it came on (a random
-//     key, or "http"), so the session knows its transport can carry tasks; a
-//     client's own values of either key are dropped first, so none can be forged;
+//     params._meta[metaTask], which the SDK keeps, and an initialize request that
+//     came over HTTP is stamped with params._meta[metaStream] = "http", so the
+//     session knows its transport can carry tasks (a stdio connection's owner
+//     knows its stream); a client's own values of either key are dropped first,
+//     so none can be forged;
 //   - on the wire out (stdio), a stream's writer is shared, under one lock, by the
 //     SDK and the session's notifications/tasks/status messages.
 //
@@ -31,7 +31,7 @@ import (
 // session on any other transport is served as before, without protocol tasks.
 const (
 	metaTask   = "taskrt/task"   // the params.task of a task-augmented tools/call
-	metaStream = "taskrt/stream" // on initialize: the stream key, or streamHTTP
+	metaStream = "taskrt/stream" // on an initialize over HTTP: streamHTTP
 	streamHTTP = "http"
 )
 
@@ -40,8 +40,8 @@ const (
 const maxCarriedLine = 1 << 20
 
 // carry rewrites one JSON-RPC message, or a batch, as described above; stamp is
-// the stream key put on an initialize request. A message it does not understand
-// is returned unchanged, for the SDK to answer.
+// what an initialize request is stamped with ("" for none). A message it does
+// not understand is returned unchanged, for the SDK to answer.
 func carry(msg []byte, stamp string) []byte {
 	trimmed := bytes.TrimSpace(msg)
 	if !bytes.Contains(trimmed, []byte(`"tools/call"`)) && !bytes.Contains(trimmed, []byte(`"initialize"`)) {
@@ -117,7 +117,6 @@ func carryOne(msg []byte, stamp string) []byte {
 // carries task params past the SDK's decoder, its writer is shared by the SDK and
 // the task status notifications.
 type stream struct {
-	key string
 	r   *bufio.Reader
 	rc  io.ReadCloser
 
@@ -129,7 +128,7 @@ type stream struct {
 }
 
 func newStream(r io.ReadCloser, w io.WriteCloser) *stream {
-	return &stream{key: rand.Text(), r: bufio.NewReaderSize(r, maxCarriedLine), rc: r, w: w}
+	return &stream{r: bufio.NewReaderSize(r, maxCarriedLine), rc: r, w: w}
 }
 
 // carrier is the transport the SDK connects over: an IOTransport on the stream.
@@ -164,7 +163,7 @@ func (st *stream) read(p []byte) (int, error) {
 			st.long = false
 			st.pending = append(st.pending[:0], line...)
 		case len(line) > 0:
-			out := carry(line, st.key)
+			out := carry(line, "")
 			if len(out) != len(line) || !bytes.Equal(out, line) {
 				out = append(out, '\n')
 			}

@@ -46,6 +46,7 @@ type config struct {
 	sandbox         bash.Sandbox     // of every command (WithSandbox)
 	queue           int              // actors.WithQueue; 0: none
 	globalLimit     int              // actors.WithGlobalLimit; 0: none
+	bashOpts        []bash.Option    // more options of the server's own bash producer
 }
 
 func defaultConfig() config {
@@ -200,4 +201,13 @@ func WithTaskAfter(d time.Duration) Option {
 // session.
 func WithoutSessionless() Option {
 	return optionFunc(func(c *config) { c.noSessionless = true })
+}
+
+// WithBashOptions passes options to the server's own bash producer, after the
+// ones the Server sets itself (its logger, WithSandbox, WithKillGrace): per-task
+// limits (bash.WithMaxProcesses, bash.WithMemoryLimit, bash.WithCPULimit), output
+// bounds, containment. They do not apply with WithBashRunner, which runs the
+// commands with a producer of its own.
+func WithBashOptions(opts ...bash.Option) Option {
+	return optionFunc(func(c *config) { c.bashOpts = append(c.bashOpts, opts...) })
 }

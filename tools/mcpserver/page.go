@@ -233,28 +233,28 @@ func toPageEvent(ev messages.Event) pageEvent {
 // top of it idempotently.
 func (p *pageHandler) snapshot(ctx context.Context) (pageSnapshot, error) {
 	p.s.mu.Lock()
-	sessions := make([]*session, 0, len(p.s.owners))
+	sessions := make([]*owner, 0, len(p.s.owners))
 	for _, sess := range p.s.owners {
 		sessions = append(sessions, sess)
 	}
 	p.s.mu.Unlock()
-	slices.SortFunc(sessions, func(a, b *session) int { return a.began.Compare(b.began) })
+	slices.SortFunc(sessions, func(a, b *owner) int { return a.began.Compare(b.began) })
 
 	snap := pageSnapshot{Now: time.Now(), Agents: []pageAgent{}, Tasks: []*pageTask{}}
 	tasks := p.s.rt.Tasks()
 	for _, sess := range sessions {
-		list, err := tasks.List(ctx, sess.owner)
+		list, err := tasks.List(ctx, sess.agent)
 		if err != nil {
 			return pageSnapshot{}, err
 		}
-		watches, err := tasks.Watches(ctx, sess.owner)
+		watches, err := tasks.Watches(ctx, sess.agent)
 		if err != nil {
 			return pageSnapshot{}, err
 		}
-		a := pageAgent{ID: sess.owner, Since: sess.began}
+		a := pageAgent{ID: sess.agent, Since: sess.began}
 		for _, t := range list {
 			switch {
-			case t.Owner != sess.owner: // unowned: listed below, once
+			case t.Owner != sess.agent: // unowned: listed below, once
 			case t.Evicted:
 				a.Evicted++
 			default:

@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,18 +25,13 @@ const Name = "taskrt-mcp"
 // ErrClosed is returned for sessions that begin, and by Serve, once Close began.
 var ErrClosed = errors.New("taskrt-mcp: the server is shutting down")
 
-// errSessionEnded fails a call that arrives, or is still running, when its session
-// ends (the client disconnected, deleted the session or let it idle out, or the
-// server is shutting down).
-var errSessionEnded = errors.New("taskrt-mcp: the session has ended")
-
-// Server serves taskrt's task tools over MCP. Every MCP session gets an owner agent
-// of its own in the Server's runtime, registered when the session initializes and
-// disposed when it ends; disposal kills every task of the session and waits until
-// its processes are gone.
+// Server serves taskrt's task tools over MCP. Every connection, HTTP session and
+// scope is an owner agent of the Server's runtime (see owner); when it ends, its
+// agent is disposed, which kills every task it owns and waits until their
+// processes are gone.
 //
 // A Server owns its runtime, its bash producer and its task tools. Create it with
-// New, serve sessions with Serve (stdio and other single-session transports) or
+// New, serve connections with Serve (stdio and other single-client transports) or
 // HTTPHandler (streamable HTTP), and Close it when done.
 type Server struct {
 	cfg   config
@@ -47,29 +41,29 @@ type Server struct {
 	tools []tools.Tool
 	mcp   *mcp.Server
 
-	// ctx is the parent of every session's context; Close cancels it, which ends
+	// ctx is the parent of every owner's context; Close cancels it, which ends
 	// every call in flight.
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc // with ErrClosed
 
-	numbered atomic.Uint64 // numbers the owners: mcp-1, mcp-2, …
+	numbered atomic.Uint64 // numbers connections and sessions: mcp-1, mcp-2, …
+	scoped   atomic.Uint64 // numbers scopes: scope-1, scope-2, …
 
-	mu       sync.Mutex // protects phase, sessions, byID and owners
-	phase    phase
-	sessions map[*mcp.ServerSession]*session
-	byID     map[string]*session // by HTTP session id (the Mcp-Session-Id header)
-	// owners are the owners the live page lists: an owner is added before it is
-	// registered and removed before it is disposed, so that a page's snapshot,
-	// taken after it subscribed to the runtime's events, never misses a registered
-	// owner nor lists one whose disposal it will not hear of.
-	owners map[messages.AgentID]*session
-	// streams are the stdio streams connected and not yet initialized, by key
-	// (see carry.go): a session's initialize takes its stream.
-	streams map[string]*stream
+	mu    sync.Mutex // protects the fields below, and orders wg.Add before wg.Wait
+	phase phase
+	// owners are every owner, by agent: what the live page lists. An owner is
+	// added before it is registered and removed before it is disposed, so that a
+	// page's snapshot, taken after it subscribed to the runtime's events, never
+	// misses a registered owner nor lists one whose disposal it will not hear of.
+	owners    map[messages.AgentID]*owner
+	bySession map[*mcp.ServerSession]*owner // connections and HTTP sessions
+	byHTTPID  map[string]*owner             // HTTP sessions, by Mcp-Session-Id
+	byHandle  map[string]*owner             // scopes, by handle
+	// connecting are the connections being made: a request that arrives on one
+	// before its owner is bound waits for it (see ownerOf).
+	connecting map[chan struct{}]struct{}
 
-	wg sync.WaitGroup // each session's watcher and log sender
-
-	scopes scopes // the sessionless era's owners (sessionless.go)
+	wg sync.WaitGroup // owners' watchers and log senders, lapsing scopes
 
 	httpOnce sync.Once
 	http     *httpHandler
@@ -77,17 +71,21 @@ type Server struct {
 	pageOnce sync.Once
 	page     *pageHandler
 
+	listen func() // removes the runtime listener of background protocol tasks
+
 	closeOnce sync.Once
 	closed    chan struct{}  // closed when the teardown is complete
 	closeErr  error          // the teardown's error, set before closed is closed
 	bash      *bash.Producer // the server's own bash producer; nil with WithBashRunner
+
+	bgTasks sync.Map // messages.TaskID → *protoTask: background protocol tasks not yet ended
 }
 
 // phase is the Server's lifecycle:
 //
-//	open ──Close──▶ closing ──(sessions ended, runtime closed)──▶ (the closed channel is closed)
+//	open ──Close──▶ closing ──(owners ended, runtime closed)──▶ (the closed channel is closed)
 //
-// Sessions begin only while open. The end of the teardown is not a phase: nothing
+// Owners begin only while open. The end of the teardown is not a phase: nothing
 // asks for it but Close, which waits on the closed channel.
 type phase int
 
@@ -105,14 +103,8 @@ func New(opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	if cfg.workDir != "" {
-		fi, err := os.Stat(cfg.workDir)
-		if err != nil {
-			return nil, fmt.Errorf("taskrt-mcp: working directory: %w", err)
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("taskrt-mcp: working directory %s is not a directory", cfg.workDir)
-		}
+	if err := checkWorkDir(cfg.workDir); err != nil {
+		return nil, err
 	}
 	rtOpts := []actors.Option{actors.WithLogger(cfg.logger)}
 	if cfg.ownerLimit > 0 {
@@ -123,55 +115,44 @@ func New(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("taskrt-mcp: %w", err)
 	}
-	bashOpts := []bash.Option{bash.WithLogger(cfg.logger), bash.WithSandbox(cfg.sandbox)}
-	if cfg.killGrace > 0 {
-		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
-	}
-	run := cfg.runner
-	var producer *bash.Producer // the server's own, closed by its teardown
-	switch {
-	case run != nil && cfg.sandbox.On():
-		// The runner runs the commands elsewhere: a sandbox set here would not apply,
-		// and a command must never run unsandboxed without saying so.
+	run, producer, err := bashRunner(cfg)
+	if err != nil {
 		_ = rt.Close(context.Background())
-		return nil, errors.New("taskrt-mcp: a sandbox applies to local commands only; WithSandbox and WithBashRunner cannot be combined")
-	case run == nil:
-		var err error
-		producer, err = newProducer(cfg, bashOpts)
-		if err != nil {
-			_ = rt.Close(context.Background())
-			return nil, fmt.Errorf("taskrt-mcp: %w", err)
-		}
-		run = runner{p: producer, interval: ProgressInterval}
+		return nil, err
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.logger,
-		rt:       rt,
-		tasks:    tools.NewTaskTools(rt),
-		sessions: map[*mcp.ServerSession]*session{},
-		byID:     map[string]*session{},
-		owners:   map[messages.AgentID]*session{},
-		streams:  map[string]*stream{},
-		closed:   make(chan struct{}),
-		bash:     producer,
+		cfg:        cfg,
+		log:        cfg.logger,
+		rt:         rt,
+		tasks:      tools.NewTaskTools(rt),
+		owners:     map[messages.AgentID]*owner{},
+		bySession:  map[*mcp.ServerSession]*owner{},
+		byHTTPID:   map[string]*owner{},
+		byHandle:   map[string]*owner{},
+		connecting: map[chan struct{}]struct{}{},
+		closed:     make(chan struct{}),
+		bash:       producer,
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	bashToolOpts := []tools.BashOption{tools.WithWorkDir(cfg.workDir)}
 	if cfg.startKeys {
 		bashToolOpts = append(bashToolOpts, tools.WithStartKeys())
 	}
 	bashTool, err := tools.NewBashWithRunner(rt, run, bashToolOpts...)
 	if err != nil {
-		s.cancel()
+		s.cancel(ErrClosed)
 		s.tasks.Close()
 		_ = rt.Close(context.Background())
+		if producer != nil {
+			_ = producer.Close()
+		}
 		return nil, fmt.Errorf("taskrt-mcp: %w", err)
 	}
 	s.tools = append([]tools.Tool{bashTool}, s.tasks.Tools()...)
+	s.listen = rt.Tasks().OnDone(s.settled)
 
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "taskrt background tasks", Version: version()}, &mcp.ServerOptions{
-		Instructions:              tools.PromptSection().Text,
+		Instructions:              instructions(),
 		Logger:                    cfg.logger,
 		SupportedProtocolVersions: protocolVersions(cfg.noSessionless),
 		Capabilities: &mcp.ServerCapabilities{
@@ -184,15 +165,52 @@ func New(opts ...Option) (*Server, error) {
 		panic("mcpserver: " + err.Error())
 	}
 	for _, t := range s.tools {
-		s.mcp.AddTool(&mcp.Tool{Name: t.Name(), Description: t.Description(), InputSchema: t.Schema()}, s.handler(t))
+		s.mcp.AddTool(&mcp.Tool{Name: t.Name(), Description: t.Description(), InputSchema: t.Schema()}, s.toolHandler)
 	}
 	return s, nil
 }
 
+func checkWorkDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("taskrt-mcp: working directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("taskrt-mcp: working directory %s is not a directory", dir)
+	}
+	return nil
+}
+
+// bashRunner is what runs the bash tool's commands: the configured runner, or a
+// bash producer of the Server's own (returned, for the teardown to close).
+func bashRunner(cfg config) (tools.BashRunner, *bash.Producer, error) {
+	if cfg.runner != nil {
+		if cfg.sandbox.On() {
+			// The runner runs the commands elsewhere: a sandbox set here would not
+			// apply, and a command must never run unsandboxed without saying so.
+			return nil, nil, errors.New("taskrt-mcp: a sandbox applies to local commands only; WithSandbox and WithBashRunner cannot be combined")
+		}
+		return cfg.runner, nil, nil
+	}
+	bashOpts := []bash.Option{bash.WithLogger(cfg.logger), bash.WithSandbox(cfg.sandbox)}
+	if cfg.killGrace > 0 {
+		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
+	}
+	bashOpts = append(bashOpts, cfg.bashOpts...)
+	producer, err := newProducer(cfg, bashOpts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("taskrt-mcp: %w", err)
+	}
+	return runner{p: producer, interval: ProgressInterval}, producer, nil
+}
+
 // protocolVersions are the revisions served: those with sessions (up to
-// 2025-11-25) and the sessionless 2026-07-28, whose requests are served with
-// scopes as owners (sessionless.go); only the former WithoutSessionless. A newer
-// one is refused with -32022 and this list, so a client can fall back.
+// 2025-11-25) and the sessionless 2026-07-28 (sessionless.go); only the former
+// WithoutSessionless. A newer one is refused with -32022 and this list, so a
+// client can fall back.
 func protocolVersions(sessionsOnly bool) []string {
 	last := SessionlessVersion
 	if sessionsOnly {
@@ -211,89 +229,162 @@ func version() string {
 }
 
 // Runtime is the Server's runtime, for embedders that observe or drive it directly
-// (the owner of an MCP session is the agent "mcp-N" named in the session's log).
+// (the owner of a connection or session is the agent "mcp-N" named in the
+// Server's log, a scope's "scope-N").
 func (s *Server) Runtime() *actors.Runtime { return s.rt }
 
-// Connect connects one MCP session over t and returns at once; the session's owner
-// is registered when the client initializes. Use Serve to run a session to its end.
+// Connect connects one client over t and returns at once, its owner registered:
+// every call on the connection that names no scope acts as that owner, whatever
+// revision the client speaks. Use Serve to run a connection to its end.
 func (s *Server) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, error) {
-	ss, _, err := s.connect(ctx, t)
-	return ss, err
+	o, err := s.connect(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	return o.ss, nil
 }
 
-// connect is Connect, also returning the stream the Server reads t through (nil
-// when it cannot: that session has no protocol tasks).
-func (s *Server) connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSession, *stream, error) {
-	if s.isClosing() {
-		return nil, nil, ErrClosed
-	}
-	t, st := s.carried(t)
-	if st != nil {
-		s.mu.Lock()
-		s.streams[st.key] = st
+// connect connects t, registers the connection's owner and starts its watcher
+// (which ends the owner when the connection ends) and log sender.
+func (s *Server) connect(ctx context.Context, t mcp.Transport) (*owner, error) {
+	bound := make(chan struct{})
+	s.mu.Lock()
+	if s.phase != open {
 		s.mu.Unlock()
+		return nil, ErrClosed
 	}
+	s.connecting[bound] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.connecting, bound)
+		s.mu.Unlock()
+		close(bound)
+	}()
+	t, st := s.carried(t)
 	ss, err := s.mcp.Connect(ctx, t, nil)
-	if err != nil && st != nil {
-		s.takeStream(st.key)
+	if err != nil {
+		return nil, err
 	}
-	return ss, st, err
+	o := s.newOwner(messages.AgentID(fmt.Sprintf("mcp-%d", s.numbered.Add(1))))
+	o.ss, o.stream, o.logs = ss, st, make(chan string, logBuffer)
+	if st != nil {
+		o.notes = make(chan *protoTask, logBuffer)
+	}
+	if err := s.begin(ctx, o); err != nil {
+		_ = ss.Close()
+		_ = ss.Wait()
+		return nil, err
+	}
+	return o, nil
 }
 
-// takeStream removes the stream under key and returns it (nil if none).
-func (s *Server) takeStream(key string) *stream {
+// begin registers a connection's or session's owner and starts its watcher and
+// log sender.
+func (s *Server) begin(ctx context.Context, o *owner) error {
+	if err := s.register(ctx, o); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.phase != open {
+		s.mu.Unlock()
+		s.end(o, errSessionEnded)
+		return ErrClosed
+	}
+	s.bySession[o.ss] = o
+	if o.httpID != "" {
+		s.byHTTPID[o.httpID] = o
+	}
+	s.wg.Add(2)
+	s.mu.Unlock()
+	go s.watch(o)
+	go o.sendLogs()
+	s.log.Info("session began", "owner", o.agent, "session_id", o.httpID)
+	return nil
+}
+
+// register lists o among the owners, then registers its agent.
+func (s *Server) register(ctx context.Context, o *owner) error {
+	s.mu.Lock()
+	if s.phase != open {
+		s.mu.Unlock()
+		o.cancel(errSessionEnded)
+		return ErrClosed
+	}
+	s.owners[o.agent] = o
+	s.mu.Unlock()
+	if err := s.rt.Agents().Register(ctx, o.agent, actors.WithInjector(o.inject)); err != nil {
+		s.forget(o)
+		o.over = true
+		o.cancel(errSessionEnded)
+		close(o.ended)
+		if errors.Is(err, messages.ErrClosed) {
+			return ErrClosed
+		}
+		return fmt.Errorf("taskrt-mcp: registering an owner: %w", err)
+	}
+	return nil
+}
+
+// forget takes o off the Server's tables.
+func (s *Server) forget(o *owner) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.streams[key]
-	delete(s.streams, key)
-	return st
+	if s.owners[o.agent] == o {
+		delete(s.owners, o.agent)
+	}
+	if o.ss != nil && s.bySession[o.ss] == o {
+		delete(s.bySession, o.ss)
+	}
+	if o.httpID != "" && s.byHTTPID[o.httpID] == o {
+		delete(s.byHTTPID, o.httpID)
+	}
+	if o.handle != "" && s.byHandle[o.handle] == o {
+		delete(s.byHandle, o.handle)
+	}
 }
 
-// Serve runs one session over t — &mcp.StdioTransport{} for a server launched by
-// its client — and returns when the session has ended and its owner has been
-// disposed (every process it started is gone): when the client closes the
+// watch waits for a connection or session to end, however it ends, and ends its
+// owner.
+func (s *Server) watch(o *owner) {
+	defer s.wg.Done()
+	_ = o.ss.Wait()
+	s.end(o, errSessionEnded)
+	s.log.Info("session ended", "owner", o.agent, "session_id", o.httpID)
+}
+
+// Serve runs one connection over t — &mcp.StdioTransport{} for a server launched
+// by its client — and returns when the connection has ended and its owner has
+// been disposed (every process it started is gone): when the client closes the
 // connection (nil, or the transport's error), when ctx is done (Serve then closes
-// the session and returns ctx's error), or when the Server closes (nil).
+// the connection and returns ctx's error), or when the Server closes (nil).
 func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
-	ss, st, err := s.connect(ctx, t)
+	o, err := s.connect(ctx, t)
 	if err != nil {
 		return err
 	}
-	if st != nil {
-		defer s.takeStream(st.key) // a session that never initialized
-	}
 	ended := make(chan error, 1)
-	go func() { ended <- ss.Wait() }()
+	go func() { ended <- o.ss.Wait() }()
 	select {
 	case err = <-ended:
 		if s.isClosing() {
 			err = nil // Close ended it
 		}
 	case <-ctx.Done():
-		s.endSession(ss)
+		o.cancel(errSessionEnded)
+		_ = o.ss.Close()
 		<-ended
 		err = ctx.Err()
 	}
-	if sess := s.lookup(ss); sess != nil {
-		<-sess.ended
-	}
+	<-o.ended
 	return err
 }
 
-// endSession ends ss from the server side: its calls are cancelled first, because
-// closing an MCP session waits for the calls in flight.
-func (s *Server) endSession(ss *mcp.ServerSession) {
-	if sess := s.lookup(ss); sess != nil {
-		sess.cancel(errSessionEnded)
-	}
-	_ = ss.Close()
-}
-
-// Close ends every session (their calls are cancelled, their owners disposed, so
-// every process they started is gone), then closes the task tools and the runtime.
-// New sessions are refused from its start. If ctx ends first, Close returns ctx's
-// error and the teardown goes on; call Close again to wait for it. Close is
-// idempotent.
+// Close ends every owner (their calls are cancelled, their agents disposed, so
+// every process they started is gone), then closes the task tools and the
+// runtime. New connections and owners are refused from its start. If ctx ends
+// first, Close returns ctx's error and the teardown goes on; call Close again to
+// wait for it. Close is idempotent.
 func (s *Server) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -311,21 +402,31 @@ func (s *Server) Close(ctx context.Context) error {
 
 // teardown is Close's work, in order:
 //
-//  1. cancel every session's context: calls in flight end (foreground commands are
+//  1. cancel every owner's context: calls in flight end (foreground commands are
 //     killed and awaited by their runner);
 //  2. close every MCP session, initialized or not, and wait for each one's watcher
-//     to dispose its owner (which kills and awaits its tasks);
+//     to end its owner (which kills and awaits its tasks); end every scope;
 //  3. close the task tools, then the runtime (nothing is left to kill by now),
 //     then the server's own bash producer (the cgroups it keeps for later commands).
 func (s *Server) teardown() {
-	s.cancel()
+	s.cancel(ErrClosed)
 	var closing sync.WaitGroup
 	for ss := range s.mcp.Sessions() {
 		closing.Go(func() { _ = ss.Close() })
 	}
 	closing.Wait()
+	s.mu.Lock()
+	rest := make([]*owner, 0, len(s.owners))
+	for _, o := range s.owners {
+		rest = append(rest, o)
+	}
+	s.mu.Unlock()
+	for _, o := range rest {
+		closing.Go(func() { s.end(o, errSessionEnded) })
+	}
+	closing.Wait()
 	s.wg.Wait()
-	s.closeScopes()
+	s.listen()
 	s.tasks.Close()
 	s.closeErr = s.rt.Close(context.Background())
 	if s.bash != nil { // the empty cgroups it kept for later commands
@@ -340,24 +441,42 @@ func (s *Server) isClosing() bool {
 	return s.phase != open
 }
 
-func (s *Server) lookup(ss *mcp.ServerSession) *session {
+// ownerOf returns the owner of the connection or HTTP session ss, or nil (an HTTP
+// request without a session). A request that arrives on a connection before its
+// owner is bound waits for it.
+func (s *Server) ownerOf(ss *mcp.ServerSession) *owner {
+	s.mu.Lock()
+	o := s.bySession[ss]
+	var waits []chan struct{}
+	if o == nil {
+		for c := range s.connecting {
+			waits = append(waits, c)
+		}
+	}
+	s.mu.Unlock()
+	if o != nil || len(waits) == 0 {
+		return o
+	}
+	for _, c := range waits {
+		<-c
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sessions[ss]
+	return s.bySession[ss]
 }
 
-func (s *Server) lookupID(id string) *session {
+func (s *Server) lookupID(id string) *owner {
 	if id == "" {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.byID[id]
+	return s.byHTTPID[id]
 }
 
-// registerAtInitialize is receiving middleware: when a session's initialize
+// registerAtInitialize is receiving middleware: when an HTTP session's initialize
 // succeeds, its owner is registered before the result reaches the client, so that
-// no tool call can come first.
+// no tool call can come first. (A connection's owner exists from its start.)
 func (s *Server) registerAtInitialize(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -368,197 +487,40 @@ func (s *Server) registerAtInitialize(next mcp.MethodHandler) mcp.MethodHandler 
 		if !ok {
 			return nil, fmt.Errorf("taskrt-mcp: initialize without a server session")
 		}
-		if err := s.begin(ctx, ss); err != nil {
+		if s.ownerOf(ss) != nil {
+			return res, nil
+		}
+		o := s.newOwner(messages.AgentID(fmt.Sprintf("mcp-%d", s.numbered.Add(1))))
+		o.ss, o.httpID, o.logs = ss, ss.ID(), make(chan string, logBuffer)
+		if err := s.begin(ctx, o); err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
 }
 
-// begin registers the owner of a new session and starts the session's watcher
-// (which disposes the owner when the session ends) and log sender.
-func (s *Server) begin(ctx context.Context, ss *mcp.ServerSession) error {
-	sess := newSession(s, ss, messages.AgentID(fmt.Sprintf("mcp-%d", s.numbered.Add(1))))
-	s.mu.Lock()
-	if s.phase != open {
-		s.mu.Unlock()
-		sess.cancel(errSessionEnded)
-		return ErrClosed
+// toolHandler is the SDK's handler of every tool. The receiving middleware serves
+// every tools/call itself (callTool), so it is reached only by a request that got
+// past it.
+func (s *Server) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	res, err := s.callTool(ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	s.owners[sess.owner] = sess
-	s.mu.Unlock()
-	if err := s.rt.Agents().Register(ctx, sess.owner, actors.WithInjector(sess.inject)); err != nil {
-		s.dropOwner(sess)
-		sess.cancel(errSessionEnded)
-		if errors.Is(err, messages.ErrClosed) {
-			return ErrClosed
-		}
-		return fmt.Errorf("taskrt-mcp: registering the session's owner: %w", err)
+	if r, ok := res.(*mcp.CallToolResult); ok {
+		return r, nil
 	}
-	s.mu.Lock()
-	if s.phase != open {
-		delete(s.owners, sess.owner)
-		s.mu.Unlock()
-		sess.cancel(errSessionEnded)
-		_ = s.rt.Agents().Dispose(context.Background(), sess.owner)
-		return ErrClosed
-	}
-	s.sessions[ss] = sess
-	if sess.id != "" {
-		s.byID[sess.id] = sess
-	}
-	s.wg.Add(2)
-	s.mu.Unlock()
-	go s.watch(sess)
-	go sess.sendLogs()
-	s.log.Info("session began", "owner", sess.owner, "session_id", sess.id)
-	return nil
+	return nil, errors.New("taskrt-mcp: a task result where the SDK takes a tool result")
 }
 
-// dropOwner removes sess from the owners the live page lists.
-func (s *Server) dropOwner(sess *session) {
-	s.mu.Lock()
-	delete(s.owners, sess.owner)
-	s.mu.Unlock()
+// instructions are the server's instructions: the prompt section that teaches
+// the habit, and what differs over MCP, where the server cannot speak to the
+// model between its calls.
+func instructions() string {
+	return tools.PromptSection().Text + "\n\n" + mcpNotices
 }
 
-// watch waits for the session to end, however it ends, and disposes its owner.
-func (s *Server) watch(sess *session) {
-	defer s.wg.Done()
-	_ = sess.ss.Wait()
-	sess.finish()
-	s.dropOwner(sess)
-	if err := s.rt.Agents().Dispose(context.Background(), sess.owner); err != nil && !errors.Is(err, messages.ErrClosed) {
-		s.log.Warn("disposing a session's owner", "owner", sess.owner, "err", err)
-	}
-	s.mu.Lock()
-	delete(s.sessions, sess.ss)
-	if sess.id != "" {
-		delete(s.byID, sess.id)
-	}
-	s.mu.Unlock()
-	s.log.Info("session ended", "owner", sess.owner, "session_id", sess.id)
-	close(sess.ended)
-}
-
-// handler adapts one tool: the call runs as the session's owner, under a context
-// that ends with the session (and, over HTTP, with the POST that carried it); the
-// result carries the tool's text, its Handle as structured content, and the
-// session's pending notices.
-func (s *Server) handler(t tools.Tool) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		sess := s.lookup(req.Session)
-		if sess == nil {
-			return nil, errSessionEnded
-		}
-		callCtx, done, err := sess.callContext(ctx, req.Extra)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			callCtx = withReporter(callCtx, func(n int, line string) {
-				// ctx, not callCtx: the SDK's request context routes the
-				// notification to this call's stream.
-				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-					ProgressToken: tok, Progress: float64(n), Message: line,
-				})
-			})
-		}
-		r := t.Call(callCtx, sess.owner, req.Params.Arguments)
-		if cause := context.Cause(callCtx); errors.Is(cause, errSessionEnded) || errors.Is(cause, errClientGone) {
-			// The call was cut short by its session's end (or its request's): it
-			// fails, rather than answer with what the cut left.
-			return nil, cause
-		}
-		if ctx.Err() != nil {
-			// The client cancelled the request (notifications/cancelled): it
-			// drops the result, so the notices wait for the next one.
-			return toResult(r, nil), nil
-		}
-		return toResult(r, sess.takeNotices()), nil
-	}
-}
-
-// toResult is a tool Result, with the session's notices, as an MCP result, such
-// that every part a client may show the model carries everything the model must
-// read (Claude Code and Codex show structuredContent instead of content when a
-// result has it):
-//
-//   - content: the text as one text item, then one text item per notice;
-//   - structuredContent, for a result with structured data (a background Handle):
-//     the data's own fields unchanged ("kind", "task_id"), plus "message", the
-//     text, and "notices", the notices (absent when there are none).
-//
-// A tool error is isError. No tool declares an outputSchema, which would oblige
-// every result of the tool to carry structuredContent — and these clients would then
-// show the model the structured part of plain results too.
-func toResult(r tools.Result, notices []string) *mcp.CallToolResult {
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Text}}, IsError: r.IsError}
-	for _, text := range notices {
-		res.Content = append(res.Content, &mcp.TextContent{Text: text})
-	}
-	if r.Data != nil {
-		res.StructuredContent = structured(r, notices)
-	}
-	return res
-}
-
-// appendNotices adds notices to an MCP result built earlier (a protocol-level
-// task's stored result): to its content, and to its structuredContent when it has
-// one, so that they reach the model whichever part its client shows.
-func appendNotices(res *mcp.CallToolResult, notices []string) {
-	if len(notices) == 0 {
-		return
-	}
-	res.Content = slices.Clone(res.Content)
-	for _, text := range notices {
-		res.Content = append(res.Content, &mcp.TextContent{Text: text})
-	}
-	switch sc := res.StructuredContent.(type) {
-	case nil:
-	case handleResult:
-		sc.Notices = append(slices.Clone(sc.Notices), notices...)
-		res.StructuredContent = sc
-	case scopedHandle:
-		sc.Notices = append(slices.Clone(sc.Notices), notices...)
-		res.StructuredContent = sc
-	default:
-		m := map[string]any{}
-		if b, err := json.Marshal(sc); err == nil {
-			_ = json.Unmarshal(b, &m)
-		}
-		prior, _ := m["notices"].([]any)
-		for _, n := range notices {
-			prior = append(prior, n)
-		}
-		m["notices"] = prior
-		res.StructuredContent = m
-	}
-}
-
-// handleResult is a background Handle as structuredContent: the handle's fields
-// first, as programs read them, then what the model must read.
-type handleResult struct {
-	tools.Handle
-	Message string   `json:"message"`
-	Notices []string `json:"notices,omitempty"`
-}
-
-// structured is r's structured data with the text and the notices added (see
-// toResult).
-func structured(r tools.Result, notices []string) any {
-	if h, ok := r.Data.(tools.Handle); ok {
-		return handleResult{Handle: h, Message: r.Text, Notices: notices}
-	}
-	// Other data, as a JSON object with the same two fields added.
-	m := map[string]any{}
-	if b, err := json.Marshal(r.Data); err == nil {
-		_ = json.Unmarshal(b, &m)
-	}
-	m["message"] = r.Text
-	if len(notices) > 0 {
-		m["notices"] = notices
-	}
-	return m
-}
+// mcpNotices tells the model where a completion notice comes from over MCP: on
+// the next result of one of these tools, or from a harness that tracks the start
+// as a task of its own (tasks.go) and wakes the session when it ends.
+const mcpNotices = `Over MCP, the notice that a background task finished comes with the result of your next call to one of these tools — unless your harness tracks the task itself and tells you when it ends (it then shows you the task id to use with these tools). So before you end your turn while background tasks are running, call task_list: it shows each task's status and brings any notice that is due.`

@@ -98,9 +98,15 @@ func TestHandshake(t *testing.T) {
 	srv := newServer(t)
 	c, _ := serve(t, srv)
 	init := c.cs.InitializeResult()
-	t.Run("the instructions are the tools package's prompt section", func(t *testing.T) {
-		if got, want := init.Instructions, tools.PromptSection().Text; got != want {
-			t.Errorf("instructions\n got: %q\nwant: %q", got, want)
+	t.Run("the instructions are the tools package's prompt section, and where a notice comes from over MCP", func(t *testing.T) {
+		got := init.Instructions
+		if !strings.HasPrefix(got, tools.PromptSection().Text+"\n\n") {
+			t.Errorf("instructions\n got: %q\nwant the prompt section first: %q", got, tools.PromptSection().Text)
+		}
+		for _, want := range []string{"comes with the result of your next call", "before you end your turn while background tasks are running, call task_list"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("instructions %q do not say %q", got, want)
+			}
 		}
 	})
 	t.Run("a client trying the sessionless protocol falls back to sessions", func(t *testing.T) {

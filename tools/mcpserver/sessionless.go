@@ -4,17 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/tools"
 )
@@ -23,16 +18,21 @@ import (
 // sessions on the same Server.
 //
 // A 2026-07-28 request names its revision in its own _meta
-// (io.modelcontextprotocol/protocolVersion) and is served in that era: it never
-// reaches a session's owner, and a session's request never reaches a scope's.
-// There is no session to own a task, so the owner is a scope: a server-minted
-// handle (crypto/rand.Text: 130 random bits) passed as the tool argument scope.
+// (io.modelcontextprotocol/protocolVersion). Who owns what it starts:
 //
-//   - A background start without a scope mints one: a new owner agent
+//   - On a connection served by Serve (stdio: one client per process), the
+//     connection's owner, as for every request on it: the model carries no handle,
+//     and the tools/list of this revision is the session's, unchanged.
+//   - Over HTTP, where nothing else tells two clients apart, a scope: a
+//     server-minted handle (crypto/rand.Text: 130 random bits) passed as the tool
+//     argument scope. A background start without a scope mints one: a new owner
 //     ("scope-N") whose handle the result gives in its text and as
 //     structuredContent.scope. Every task tool takes scope and answers for that
 //     scope only. With an authenticated principal (the request's token info), the
 //     scope is bound to it and checked on every call.
+//
+// A scope, on either transport (an explicit scope on stdio keeps working):
+//
 //   - A wrong or unknown scope (another principal's, a lapsed or closed one, a
 //     guess) reads exactly as a scope with no tasks: every task id is "task not
 //     found", task_list lists nothing, a start is refused with "scope not found".
@@ -44,6 +44,9 @@ import (
 //   - There are no server-initiated messages outside a request: a completion
 //     notice rides on the next tool result naming its scope, exactly once (never
 //     when the model saw the task's end itself).
+//
+// A request never reaches an HTTP session's owner; a session's request never
+// reaches a scope.
 
 // SessionlessVersion is the first protocol revision without sessions.
 const SessionlessVersion = "2026-07-28"
@@ -56,34 +59,10 @@ const ScopeCloseName = "scope_close"
 // 2025-11-25.
 const lastSessionVersion = "2025-11-25"
 
-// unscoped is the owner a request with a wrong, unknown or missing scope acts as:
+// unscoped is the agent a request with a wrong, unknown or missing scope acts as:
 // never registered, so it owns nothing and can start nothing, and every task id
 // reads to it as not found.
 const unscoped messages.AgentID = "scope-none"
-
-// scope is one sessionless owner.
-type scope struct {
-	handle    string
-	owner     messages.AgentID
-	principal string // "" when the request that minted it had none
-
-	mu       sync.Mutex // protects the fields below
-	pending  []notice
-	inflight int         // requests naming the scope still running: they hold the lease
-	lease    *time.Timer // nil without an idle timeout
-	over     bool        // closed or lapsed
-}
-
-// scopes are the Server's sessionless owners.
-type scopes struct {
-	numbered atomic.Uint64 // scope-1, scope-2, …
-
-	mu       sync.Mutex // protects byHandle and closed, and orders wg.Add before wg.Wait
-	byHandle map[string]*scope
-	tasks    map[string]*extTask // the tasks extension's tasks, by MCP task id (tasksext.go)
-	closed   bool
-	wg       sync.WaitGroup // disposals of lapsed scopes
-}
 
 // sessionless reports whether req names a sessionless revision in its _meta.
 func sessionless(req mcp.Request) bool {
@@ -104,309 +83,33 @@ func principalOf(extra *mcp.RequestExtra) string {
 	return extra.TokenInfo.UserID
 }
 
-// find returns the open scope with handle bound to principal, or nil.
-func (sc *scopes) find(handle, principal string) *scope {
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if c := sc.byHandle[handle]; c != nil && c.principal == principal {
-		return c
+// findScope returns the open scope with handle bound to principal, or nil.
+func (s *Server) findScope(handle, principal string) *owner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o := s.byHandle[handle]; o != nil && o.principal == principal {
+		return o
 	}
 	return nil
 }
 
-// mint registers a new scope's owner.
-func (s *Server) mintScope(ctx context.Context, principal string) (*scope, error) {
-	c := &scope{handle: rand.Text(), owner: messages.AgentID(fmt.Sprintf("scope-%d", s.scopes.numbered.Add(1))), principal: principal}
-	if err := s.rt.Agents().Register(ctx, c.owner, actors.WithInjector(c.inject)); err != nil {
+// mintScope registers a new scope's owner.
+func (s *Server) mintScope(ctx context.Context, principal string) (*owner, error) {
+	o := s.newOwner(messages.AgentID(fmt.Sprintf("scope-%d", s.scoped.Add(1))))
+	o.handle, o.principal = rand.Text(), principal
+	if err := s.register(ctx, o); err != nil {
 		return nil, err
 	}
-	s.scopes.mu.Lock()
-	if s.scopes.closed {
-		s.scopes.mu.Unlock()
-		_ = s.rt.Agents().Dispose(context.Background(), c.owner)
+	s.mu.Lock()
+	if s.phase != open {
+		s.mu.Unlock()
+		s.end(o, ErrClosed)
 		return nil, ErrClosed
 	}
-	if s.scopes.byHandle == nil {
-		s.scopes.byHandle = map[string]*scope{}
-	}
-	s.scopes.byHandle[c.handle] = c
-	s.scopes.mu.Unlock()
-	s.log.Info("scope minted", "owner", c.owner)
-	return c, nil
-}
-
-// inject is the scope owner's injector: the notice waits for the next tool
-// result naming the scope.
-func (c *scope) inject(ctx context.Context, text string) error {
-	id, _ := messages.NoticeTask(ctx) // the task the notice is about (issue 24)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.over {
-		c.pending = append(c.pending, notice{id: id, text: text})
-	}
-	return nil
-}
-
-// takeNotices is session.takeNotices for a scope.
-func (s *Server) takeScopeNotices(ctx context.Context, c *scope) []string {
-	c.mu.Lock()
-	pending := c.pending
-	c.pending = nil
-	c.mu.Unlock()
-	var out []string
-	for _, n := range pending {
-		if n.id != "" {
-			snap, err := s.rt.Tasks().Get(ctx, n.id, c.owner)
-			switch {
-			case err == nil && snap.Reported:
-				continue
-			case err != nil && !errors.Is(err, messages.ErrTaskNotFound):
-				continue
-			}
-		}
-		out = append(out, n.text)
-	}
-	return out
-}
-
-// hold marks a request naming c as begun: the lease cannot lapse while it runs.
-// It reports false when the scope is over.
-func (c *scope) hold() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.over {
-		return false
-	}
-	c.inflight++
-	if c.lease != nil {
-		c.lease.Stop()
-	}
-	return true
-}
-
-// release ends a request naming c and renews the lease from now.
-func (s *Server) release(c *scope) {
-	idle := s.cfg.sessionTimeout
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.inflight--
-	if c.over || c.inflight > 0 || idle <= 0 {
-		return
-	}
-	if c.lease == nil {
-		c.lease = time.AfterFunc(idle, func() { s.lapse(c) })
-		return
-	}
-	c.lease.Reset(idle)
-}
-
-// lapse is the end of c's lease: its owner is disposed (every process gone), on a
-// goroutine the Server waits for at Close.
-func (s *Server) lapse(c *scope) {
-	c.mu.Lock()
-	if c.over || c.inflight > 0 {
-		c.mu.Unlock()
-		return
-	}
-	c.mu.Unlock()
-	s.scopes.mu.Lock()
-	if s.scopes.closed {
-		s.scopes.mu.Unlock()
-		return // Close disposes it
-	}
-	s.scopes.wg.Add(1)
-	s.scopes.mu.Unlock()
-	go func() {
-		defer s.scopes.wg.Done()
-		s.log.Info("scope lapsed", "owner", c.owner)
-		s.endScope(c)
-	}()
-}
-
-// endScope closes c: no request finds it from now on, its notices are dropped,
-// and its owner is disposed (every task killed and awaited).
-func (s *Server) endScope(c *scope) {
-	s.scopes.mu.Lock()
-	if s.scopes.byHandle[c.handle] == c {
-		delete(s.scopes.byHandle, c.handle)
-	}
-	s.scopes.mu.Unlock()
-	c.mu.Lock()
-	if c.over {
-		c.mu.Unlock()
-		return
-	}
-	c.over = true
-	c.pending = nil
-	if c.lease != nil {
-		c.lease.Stop()
-	}
-	c.mu.Unlock()
-	s.dropExtTasks(c)
-	if err := s.rt.Agents().Dispose(context.Background(), c.owner); err != nil && !errors.Is(err, messages.ErrClosed) {
-		s.log.Warn("disposing a scope's owner", "owner", c.owner, "err", err)
-	}
-}
-
-// closeScopes ends every scope (Close's step before the runtime closes): lapses
-// in progress are awaited, the rest disposed.
-func (s *Server) closeScopes() {
-	s.scopes.mu.Lock()
-	s.scopes.closed = true
-	all := make([]*scope, 0, len(s.scopes.byHandle))
-	for _, c := range s.scopes.byHandle {
-		all = append(all, c)
-	}
-	s.scopes.mu.Unlock()
-	s.scopes.wg.Wait()
-	var ending sync.WaitGroup
-	for _, c := range all {
-		ending.Go(func() { s.endScope(c) })
-	}
-	ending.Wait()
-}
-
-// requestContext is the context of a sessionless call: ctx, ended also when the
-// Server closes and, over HTTP, when the client closes the request.
-func (s *Server) requestContext(ctx context.Context, extra *mcp.RequestExtra) (context.Context, func(), error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stopServer := context.AfterFunc(s.ctx, func() { cancel(ErrClosed) })
-	stopPost := func() bool { return true }
-	if extra != nil && extra.Header != nil {
-		if key := extra.Header.Get(callHeader); key != "" {
-			post, ok := s.httpPost(key)
-			if !ok {
-				stopServer()
-				cancel(errClientGone)
-				return nil, nil, errClientGone
-			}
-			stopPost = context.AfterFunc(post, func() { cancel(errClientGone) })
-		}
-	}
-	return ctx, func() {
-		stopServer()
-		stopPost()
-		cancel(nil)
-	}, nil
-}
-
-// callSessionless serves a 2026-07-28 tools/call.
-func (s *Server) callSessionless(ctx context.Context, cr *mcp.CallToolRequest) (mcp.Result, error) {
-	name := cr.Params.Name
-	var args map[string]json.RawMessage
-	if len(cr.Params.Arguments) > 0 && string(cr.Params.Arguments) != "null" {
-		if err := json.Unmarshal(cr.Params.Arguments, &args); err != nil {
-			return toResult(tools.Result{Text: "bad arguments: want a JSON object", IsError: true}, nil), nil
-		}
-	}
-	var handle string
-	if raw, ok := args["scope"]; ok {
-		if err := json.Unmarshal(raw, &handle); err != nil {
-			return toResult(tools.Result{Text: "bad arguments: scope must be a string (the handle a background start returned)", IsError: true}, nil), nil
-		}
-		delete(args, "scope")
-	}
-	principal := principalOf(cr.Extra)
-	if name == ScopeCloseName {
-		return s.closeScopeTool(handle, principal), nil
-	}
-	t := s.tool(name)
-	if t == nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
-	}
-	callCtx, done, err := s.requestContext(ctx, cr.Extra)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-
-	var c *scope
-	if handle != "" {
-		if c = s.scopes.find(handle, principal); c != nil && !c.hold() {
-			c = nil
-		}
-	}
-	minted := false
-	switch {
-	case c == nil && handle != "" && startsTask(name, args):
-		return toResult(tools.Result{Text: scopeNotFoundText(handle), IsError: true}, nil), nil
-	case c == nil && handle == "" && startsTask(name, args):
-		if c, err = s.mintScope(callCtx, principal); err != nil {
-			return toResult(tools.Result{Text: "cannot start a scope: " + tools.Label(err.Error()), IsError: true}, nil), nil
-		}
-		c.hold()
-		minted = true
-	}
-	if c == nil && name == tools.BashName && !startsTask(name, args) && declaresTasks(cr) {
-		if handle != "" {
-			return toResult(tools.Result{Text: scopeNotFoundText(handle), IsError: true}, nil), nil
-		}
-		if c, err = s.mintScope(callCtx, principal); err != nil {
-			return toResult(tools.Result{Text: "cannot start a scope: " + tools.Label(err.Error()), IsError: true}, nil), nil
-		}
-		c.hold()
-		minted = true
-	}
-	if c != nil && name == tools.BashName && !startsTask(name, args) && declaresTasks(cr) {
-		defer s.release(c)
-		var command struct {
-			Command string `json:"command"`
-		}
-		raw, _ := json.Marshal(args)
-		_ = json.Unmarshal(raw, &command)
-		return s.callAsExtTask(callCtx, t, raw, command.Command, c, minted)
-	}
-	owner := unscoped
-	if c != nil {
-		owner = c.owner
-		defer s.release(c)
-	}
-	raw, err := json.Marshal(args)
-	if err != nil || args == nil {
-		raw = cr.Params.Arguments
-	}
-	r := t.Call(callCtx, owner, raw)
-	if cause := context.Cause(callCtx); errors.Is(cause, ErrClosed) || errors.Is(cause, errClientGone) {
-		return nil, cause
-	}
-	if minted && r.Data == nil { // the start failed: nothing to own
-		s.endScope(c)
-		c = nil
-	}
-	if c == nil {
-		return toResult(r, nil), nil
-	}
-	if r.Data != nil { // a start: the scope goes with the task id, in the text too
-		r.Text += "\n" + scopeText(c.handle, s.cfg.sessionTimeout)
-	}
-	var notices []string
-	if ctx.Err() == nil { // a cancelled request drops its result: the notices wait
-		notices = s.takeScopeNotices(callCtx, c)
-	}
-	res := toResult(r, notices)
-	if r.Data != nil {
-		res.StructuredContent = withScope(res.StructuredContent, c.handle)
-	}
-	return res, nil
-}
-
-// startsTask reports whether a call of tool name with args starts a background
-// task (and so needs an owner).
-func startsTask(name string, args map[string]json.RawMessage) bool {
-	if name != tools.BashName {
-		return false
-	}
-	var bg bool
-	return json.Unmarshal(args["run_in_background"], &bg) == nil && bg
-}
-
-// scopedHandle is a sessionless start's structured content: the handle's fields,
-// the scope beside them, then what the model must read.
-type scopedHandle struct {
-	tools.Handle
-	Scope   string   `json:"scope"`
-	Message string   `json:"message"`
-	Notices []string `json:"notices,omitempty"`
+	s.byHandle[o.handle] = o
+	s.mu.Unlock()
+	s.log.Info("scope minted", "owner", o.agent)
+	return o, nil
 }
 
 // withScope is a start's structured content with the scope beside the task id.
@@ -420,6 +123,15 @@ func withScope(data any, handle string) any {
 	}
 	m["scope"] = handle
 	return m
+}
+
+// scopedHandle is a sessionless start's structured content: the handle's fields,
+// the scope beside them, then what the model must read.
+type scopedHandle struct {
+	tools.Handle
+	Scope   string   `json:"scope"`
+	Message string   `json:"message"`
+	Notices []string `json:"notices,omitempty"`
 }
 
 func scopeText(handle string, idle time.Duration) string {
@@ -438,18 +150,18 @@ func scopeNotFoundText(handle string) string {
 // closeScopeTool is the scope_close tool: it ends the scope at once and returns
 // once every process of it is gone.
 func (s *Server) closeScopeTool(handle, principal string) *mcp.CallToolResult {
-	c := s.scopes.find(handle, principal)
-	if handle == "" || c == nil {
+	o := s.findScope(handle, principal)
+	if handle == "" || o == nil {
 		return toResult(tools.Result{Text: scopeNotFoundText(handle), IsError: true}, nil)
 	}
-	s.endScope(c)
+	s.end(o, errSessionEnded)
 	return toResult(tools.Result{Text: "closed scope " + handle + ": its tasks were killed and every process they started is gone"}, nil)
 }
 
-// ---- tools/list in the sessionless era ----
+// ---- tools/list and server/discover in the sessionless era ----
 
 // scopeProperty is the scope parameter every task tool takes in the
-// sessionless era.
+// sessionless era over HTTP.
 func (s *Server) scopeProperty() json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"type": "string", "description": s.scopePolicy()})
 	return b
@@ -475,27 +187,7 @@ func (s *Server) markScopeTools(m map[string]json.RawMessage) error {
 		return err
 	}
 	for _, t := range list {
-		var schema map[string]json.RawMessage
-		if err := json.Unmarshal(t["inputSchema"], &schema); err != nil {
-			return err
-		}
-		props := map[string]json.RawMessage{}
-		if raw, ok := schema["properties"]; ok {
-			if err := json.Unmarshal(raw, &props); err != nil {
-				return err
-			}
-		}
-		props["scope"] = s.scopeProperty()
-		var err error
-		if schema["properties"], err = json.Marshal(props); err != nil {
-			return err
-		}
-		if t["inputSchema"], err = json.Marshal(schema); err != nil {
-			return err
-		}
-		var desc string
-		_ = json.Unmarshal(t["description"], &desc)
-		if t["description"], err = json.Marshal(strings.TrimSpace(desc + "\n\nSessionless (MCP " + SessionlessVersion + "): " + s.scopePolicy())); err != nil {
+		if err := s.markScopeTool(t); err != nil {
 			return err
 		}
 	}
@@ -518,14 +210,44 @@ func (s *Server) markScopeTools(m map[string]json.RawMessage) error {
 	return err
 }
 
+// markScopeTool adds scope to one tool's schema and the policy to its
+// description.
+func (s *Server) markScopeTool(t map[string]json.RawMessage) error {
+	var schema map[string]json.RawMessage
+	if err := json.Unmarshal(t["inputSchema"], &schema); err != nil {
+		return err
+	}
+	props := map[string]json.RawMessage{}
+	if raw, ok := schema["properties"]; ok {
+		if err := json.Unmarshal(raw, &props); err != nil {
+			return err
+		}
+	}
+	props["scope"] = s.scopeProperty()
+	var err error
+	if schema["properties"], err = json.Marshal(props); err != nil {
+		return err
+	}
+	if t["inputSchema"], err = json.Marshal(schema); err != nil {
+		return err
+	}
+	var desc string
+	_ = json.Unmarshal(t["description"], &desc)
+	t["description"], err = json.Marshal(strings.TrimSpace(desc + "\n\nSessionless (MCP " + SessionlessVersion + "): " + s.scopePolicy()))
+	return err
+}
+
 // sessionlessMethod serves the methods taskrt takes over in the sessionless era;
-// the rest (server/discover, …) are the SDK's.
+// the rest are the SDK's.
 func (s *Server) sessionlessMethod(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
 	switch method {
 	case "tools/list":
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
+		}
+		if o := s.ownerOf(sessionOf(req)); o != nil && o.httpID == "" {
+			return res, nil // a connection: its owner needs no scope
 		}
 		return &patched{Result: res, patch: func(m map[string]json.RawMessage) error {
 			m["resultType"] = json.RawMessage(`"complete"`) // patched hides the SDK's own setter
@@ -542,12 +264,17 @@ func (s *Server) sessionlessMethod(ctx context.Context, next mcp.MethodHandler, 
 		if !ok || cr.Params == nil {
 			return next(ctx, method, req)
 		}
-		delete(cr.Params.Meta, metaTask) // the 2025-11-25 task param means nothing here
-		return s.callSessionless(ctx, cr)
+		return s.callTool(ctx, cr)
 	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/list", "tasks/update":
-		return s.sessionlessTasks(ctx, method, req)
+		return s.extTasksMethod(ctx, method, req)
 	}
 	return next(ctx, method, req)
+}
+
+// sessionOf is the server session a request came on (nil if none).
+func sessionOf(req mcp.Request) *mcp.ServerSession {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	return ss
 }
 
 // offerTasksExtension adds the tasks extension to a server/discover result's

@@ -81,58 +81,80 @@ func TestSessionlessServed(t *testing.T) {
 				}
 			}
 		})
-		t.Run(tr.name+"/every task tool takes scope and states the policy; scope_close; sessions see neither", func(t *testing.T) {
-			srv := newServer(t)
-			c := sessionlessRPC(t, srv, tr.open)
-			type tool struct {
-				Name        string `json:"name"`
-				Description string `json:"description"`
-				InputSchema struct {
-					Properties map[string]json.RawMessage `json:"properties"`
-				} `json:"inputSchema"`
-				Execution json.RawMessage `json:"execution"`
-			}
-			var list struct {
-				Tools []tool `json:"tools"`
-			}
-			c.ok("tools/list", `{}`, &list)
-			var names []string
-			for _, tl := range list.Tools {
-				names = append(names, tl.Name)
-				if _, ok := tl.InputSchema.Properties["scope"]; !ok {
-					t.Errorf("tool %s has no scope parameter", tl.Name)
-				}
-				if !strings.Contains(tl.Description, "30m0s pass without a request naming it") {
-					t.Errorf("tool %s description does not state the lease: %q", tl.Name, tl.Description)
-				}
-				// Claude Code is served this era: a model that drops scope loses its
-				// notices, so every description says where they come.
-				if !strings.Contains(tl.Description, "comes only on the result of a later call naming the scope") {
-					t.Errorf("tool %s description does not say notices come only on calls naming the scope: %q", tl.Name, tl.Description)
-				}
-				if tl.Execution != nil {
-					t.Errorf("tool %s has execution %s: 2025-11-25 tasks are not offered sessionless", tl.Name, tl.Execution)
-				}
-			}
-			if !slices.Contains(names, mcpserver.ScopeCloseName) || !slices.Contains(names, "bash") {
-				t.Errorf("tools = %q, want bash and %s among them", names, mcpserver.ScopeCloseName)
-			}
-			sess := session(t, srv, tr.open)
-			var slist struct {
-				Tools []tool `json:"tools"`
-			}
-			sess.ok("tools/list", `{}`, &slist)
-			for _, tl := range slist.Tools {
-				if _, ok := tl.InputSchema.Properties["scope"]; ok || tl.Name == mcpserver.ScopeCloseName || strings.Contains(tl.Description, "Sessionless") {
-					t.Errorf("a session's tool %s shows the sessionless surface", tl.Name)
-				}
-			}
-		})
 	}
+	t.Run("http/every task tool takes scope and states the policy; scope_close; sessions see neither", func(t *testing.T) {
+		srv := newServer(t)
+		c := sessionlessRPC(t, srv, httpWire)
+		type tool struct {
+			Name        string `json:"name"`
+			Description string `json:"description"`
+			InputSchema struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"inputSchema"`
+			Execution json.RawMessage `json:"execution"`
+		}
+		var list struct {
+			Tools []tool `json:"tools"`
+		}
+		c.ok("tools/list", `{}`, &list)
+		var names []string
+		for _, tl := range list.Tools {
+			names = append(names, tl.Name)
+			if _, ok := tl.InputSchema.Properties["scope"]; !ok {
+				t.Errorf("tool %s has no scope parameter", tl.Name)
+			}
+			if !strings.Contains(tl.Description, "30m0s pass without a request naming it") {
+				t.Errorf("tool %s description does not state the lease: %q", tl.Name, tl.Description)
+			}
+			// Claude Code is served this era: a model that drops scope loses its
+			// notices, so every description says where they come.
+			if !strings.Contains(tl.Description, "comes only on the result of a later call naming the scope") {
+				t.Errorf("tool %s description does not say notices come only on calls naming the scope: %q", tl.Name, tl.Description)
+			}
+			if tl.Execution != nil {
+				t.Errorf("tool %s has execution %s: 2025-11-25 tasks are not offered sessionless", tl.Name, tl.Execution)
+			}
+		}
+		if !slices.Contains(names, mcpserver.ScopeCloseName) || !slices.Contains(names, "bash") {
+			t.Errorf("tools = %q, want bash and %s among them", names, mcpserver.ScopeCloseName)
+		}
+		sess := session(t, srv, httpWire)
+		var slist struct {
+			Tools []tool `json:"tools"`
+		}
+		sess.ok("tools/list", `{}`, &slist)
+		for _, tl := range slist.Tools {
+			if _, ok := tl.InputSchema.Properties["scope"]; ok || tl.Name == mcpserver.ScopeCloseName || strings.Contains(tl.Description, "Sessionless") {
+				t.Errorf("a session's tool %s shows the sessionless surface", tl.Name)
+			}
+		}
+	})
+	t.Run("stdio/the tools are the session's: no scope, no scope_close", func(t *testing.T) {
+		srv := newServer(t)
+		var sessionless, sess json.RawMessage
+		sessionlessRPC(t, srv, stdioRPC).ok("tools/list", `{}`, &sessionless)
+		old := stdioRPC(t, srv) // a revision without protocol tasks: bash is not marked for them
+		old.initialize("2025-06-18")
+		old.ok("tools/list", `{}`, &sess)
+		var a, b struct {
+			Tools json.RawMessage `json:"tools"`
+		}
+		if json.Unmarshal(sessionless, &a) != nil || json.Unmarshal(sess, &b) != nil || string(a.Tools) != string(b.Tools) {
+			t.Errorf("stdio tools/list of 2026-07-28 = %s, want the session's %s", a.Tools, b.Tools)
+		}
+		if strings.Contains(string(a.Tools), `"scope"`) || strings.Contains(string(a.Tools), mcpserver.ScopeCloseName) {
+			t.Errorf("stdio tools/list asks for a scope: %s", a.Tools)
+		}
+	})
 }
 
+// httpWire opens a raw JSON-RPC client over HTTP: where scopes are needed.
+func httpWire(t *testing.T, srv *mcpserver.Server) *rpc { return wires[1].open(t, srv) }
+
+// TestSessionlessScopes pins scopes over HTTP, where nothing else tells two
+// clients apart (on stdio: TestStdioNeedsNoHandle).
 func TestSessionlessScopes(t *testing.T) {
-	for _, tr := range wires {
+	for _, tr := range wires[1:] {
 		t.Run(tr.name+"/a scope is read in a later request, and no other scope reaches it", func(t *testing.T) {
 			srv := newServer(t)
 			c := sessionlessRPC(t, srv, tr.open)

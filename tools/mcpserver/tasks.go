@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,43 +18,40 @@ import (
 	"github.com/taskrt/taskrt/tools"
 )
 
-// Protocol-level tasks (MCP 2025-11-25, SEP-1686) on sessions, mapped onto
-// taskrt tasks.
+// Protocol tasks: MCP's own task handles, mapped onto taskrt tasks, in the two
+// forms clients speak.
 //
-// A session that negotiated 2025-11-25 over a transport the Server reads itself
-// (stdio, streamable HTTP; see carry.go) is offered capabilities.tasks (list,
-// cancel, requests.tools.call) and sees execution.taskSupport "optional" on bash.
-// A task-augmented tools/call of bash (params.task: {ttl}) then:
+//   - 2025-11-25 (SEP-1686), on sessions: a task-augmented tools/call of bash
+//     (params.task: {ttl}) becomes a protocol task, answered at once with
+//     CreateTaskResult; the client uses tasks/get, tasks/result, tasks/cancel
+//     and tasks/list (tasks_session.go). Only a call the client sent
+//     task-augmented becomes one, as the revision requires.
+//   - 2026-07-28, the tasks extension (SEP-2663), for a client that declares
+//     io.modelcontextprotocol/tasks in its request's capabilities: the server
+//     decides. Every background start (run_in_background) is answered as a task at
+//     once, and a foreground bash still running after task-after
+//     (WithTaskAfter) is moved to the background and answered as one; the client
+//     polls tasks/get, which inlines the result at the end, and stops it with
+//     tasks/cancel (tasks_ext.go). A harness like Claude Code tracks such a task
+//     itself, offers its own stop, and wakes an idle session when it ends.
 //
-//  1. starts a taskrt task of the session's owner, kind "bash" (id bash-N, the
-//     per-kind counter every bash task uses), whose work is the very foreground
-//     call — same timeout, same output, same result — so that tasks/result is by
-//     construction the CallToolResult the call would have returned;
-//  2. answers at once with CreateTaskResult, {task: {taskId, status: "working",
-//     createdAt, lastUpdatedAt, ttl, pollInterval}}.
+// Each protocol task is a taskrt task of the call's owner, whose work is either
+// a background task (its result at the end is what task_output returns then: the
+// output not yet read and the status line, bounded as every read) or, for a
+// task-augmented foreground call of 2025-11-25, the very foreground call (its
+// result is that call's result). The model reaches the same task with every task
+// tool: the protocol id is the runtime id itself where the connection fences it
+// (stdio: one client per process), and "<runtime id>.<secret>" elsewhere — 130
+// random bits, the scope's handle for a scope — which task tools take too.
 //
-// The MCP task id is 128 random bits (crypto/rand.Text), never the runtime's id:
-// it is looked up in the session's own table, so another session's id reads
-// exactly like an unknown one (-32602 "task not found: <id>"). The table maps it
-// to the runtime's id, which every tasks/get, tasks/cancel and CreateTaskResult
-// carries in _meta["taskrt/task_id"] and a working task's statusMessage names, so
-// task_output, task_kill and task_list reach the same task.
-//
-// Statuses: working while the call runs; then completed, or failed when the
-// result is a tool error (isError; statusMessage is the result's last line: the
-// reason or the status line), or cancelled once tasks/cancel, task_kill or the
-// session's end asked it to stop — cancelled stays cancelled, whatever the
-// process does next. On stdio each change is sent as notifications/tasks/status;
-// the SDK's HTTP handler has no way to send a notification of a method it does
-// not know, so HTTP clients poll (pollInterval).
-//
-// tasks/result blocks until the call has ended and returns its result, with
-// _meta["io.modelcontextprotocol/related-task"]; it counts as the model reading
-// the task's end, so the session gets no completion notice for it. A task the
-// client never collected is announced like any background task, on the
-// session's next tool result. A record is kept ttl (default DefaultTaskTTL, at
-// most MaxTaskTTL) after its task ended, then tasks/get reads it as unknown; the
-// session's end drops every record and kills every task with the owner.
+// One completion notice per task: where the client delivers the result as its
+// own notification (the extension), taskrt's own notice for it is never sent;
+// where the model reads the task itself first (task_output, task_wait), the
+// client's result is what task_output would return by then — no output twice,
+// only the status line. In 2025-11-25, tasks/result counts as the model reading
+// the task's end; a task the client never collected is announced like any
+// background task. A record lives ttl (default DefaultTaskTTL) after its task
+// ended, and never past its owner.
 const (
 	// TaskPollInterval is the pollInterval the Server suggests to task clients.
 	TaskPollInterval = 500 * time.Millisecond
@@ -72,11 +68,12 @@ const (
 	tasksVersion    = "2025-11-25" // the first revision with protocol-level tasks
 	metaRelatedTask = "io.modelcontextprotocol/related-task"
 	metaRuntimeID   = "taskrt/task_id"
+	metaScope       = "taskrt/scope"
 	taskStatusNote  = "notifications/tasks/status"
 )
 
-// MCP task statuses (input_required is never used: taskrt's tools ask nothing of
-// the client).
+// Protocol task statuses (input_required is never used: taskrt's tools ask
+// nothing of the client).
 const (
 	taskWorking   = "working"
 	taskCompleted = "completed"
@@ -84,49 +81,64 @@ const (
 	taskCancelled = "cancelled"
 )
 
-// protoTask is one protocol task: its MCP id, the runtime task it maps to, and
-// the call's result once it ended.
+// protoTask is one protocol task. Its status machine:
+//
+//	working ──the work ended──▶ completed | failed (a foreground call's tool error, 2025-11-25)
+//	   │                         | cancelled (a background task that was killed)
+//	   └──tasks/cancel, task_kill, the owner's end──▶ cancelled (stays cancelled)
 type protoTask struct {
-	id      string // the MCP task id: 128 random bits
-	created time.Time
-	ttl     time.Duration
-	done    chan struct{} // closed when result is set
+	srv        *Server
+	owner      *owner
+	id         string // the protocol id (protocolID)
+	rid        messages.TaskID
+	ext        bool // the tasks extension's: its wire form; the client delivers the end itself
+	background bool // the work is a background task; else a foreground call
+	created    time.Time
+	ttl        time.Duration
+	ended      chan struct{} // closed when the work ended
+	endOnce    sync.Once
+	reading    sync.Mutex          // serializes taking the final result; protects delivered
+	delivered  *mcp.CallToolResult // the extension's inlined result, as first answered
 
 	mu      sync.Mutex // protects the fields below
-	rid     messages.TaskID
 	status  string
 	message string // statusMessage once terminal
 	updated time.Time
-	result  *mcp.CallToolResult
-	added   bool        // in its table: notifications and expiry start
-	expiry  *time.Timer // drops the record ttl after the end
+	result  *mcp.CallToolResult // the result once taken: the call's, or the final read
+	expiry  *time.Timer         // drops the record ttl after the end
+	added    bool // in its owner's table
+	finished bool // the work ended
+	changed  bool // the end changed the status (a notification is due)
+	gone     bool // its owner ended: no expiry, no notification
 }
 
-// taskInfo is the wire form of an MCP Task.
-type taskInfo struct {
-	TaskID        string `json:"taskId"`
-	Status        string `json:"status"`
-	StatusMessage string `json:"statusMessage,omitempty"`
-	CreatedAt     string `json:"createdAt"`
-	LastUpdatedAt string `json:"lastUpdatedAt"`
-	TTL           int64  `json:"ttl"`
-	PollInterval  int64  `json:"pollInterval"`
+func (s *Server) newProtoTask(o *owner, rid messages.TaskID, ext, background bool, ttl time.Duration) *protoTask {
+	now := time.Now()
+	return &protoTask{srv: s, owner: o, id: protocolID(o, rid), rid: rid, ext: ext, background: background,
+		created: now, ttl: ttl, ended: make(chan struct{}), status: taskWorking, updated: now}
 }
 
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-func (pt *protoTask) info() (taskInfo, messages.TaskID) {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	msg := pt.message
-	if pt.status == taskWorking || msg == "" && pt.status == taskCancelled {
-		msg = fmt.Sprintf("taskrt task %s: %s", pt.rid, pt.status)
+// protocolID is the protocol id of rid, a task of o: rid itself on a connection
+// (one client: nobody else can name it), else rid and a secret after a dot — a
+// scope's handle (a tasks/get names no scope: its id is the scope's capability,
+// and the task tools take it as such), or 130 random bits for a session.
+func protocolID(o *owner, rid messages.TaskID) string {
+	switch {
+	case o.isScope():
+		return string(rid) + "." + o.handle
+	case o.httpID != "":
+		return string(rid) + "." + rand.Text()
 	}
-	return taskInfo{
-		TaskID: pt.id, Status: pt.status, StatusMessage: msg,
-		CreatedAt: stamp(pt.created), LastUpdatedAt: stamp(pt.updated),
-		TTL: pt.ttl.Milliseconds(), PollInterval: TaskPollInterval.Milliseconds(),
-	}, pt.rid
+	return string(rid)
+}
+
+// statusMessage is what a task's status says to a person (or a model) reading
+// it.
+func (pt *protoTask) statusMessageLocked() string {
+	if pt.status == taskWorking || pt.message == "" && pt.status == taskCancelled {
+		return fmt.Sprintf("taskrt task %s: %s", pt.rid, pt.status)
+	}
+	return pt.message
 }
 
 // cancel moves a working task to cancelled; it reports false (and the status)
@@ -141,12 +153,12 @@ func (pt *protoTask) cancel() (string, bool) {
 	return pt.status, true
 }
 
-// finish records the call's result; a cancelled task stays cancelled.
-func (pt *protoTask) finish(res *mcp.CallToolResult) (changed bool) {
+// finish records a foreground call's result; a cancelled task stays cancelled.
+func (pt *protoTask) finish(res *mcp.CallToolResult) {
 	pt.mu.Lock()
-	defer pt.mu.Unlock()
 	pt.result = res
 	last := lastLine(res)
+	changed := false
 	switch {
 	case pt.status == taskCancelled:
 		pt.message = "cancelled; " + last
@@ -156,8 +168,115 @@ func (pt *protoTask) finish(res *mcp.CallToolResult) (changed bool) {
 		pt.status, pt.message, changed = taskCompleted, last, true
 	}
 	pt.updated = time.Now()
-	close(pt.done)
-	return changed
+	pt.mu.Unlock()
+	pt.workEnded(changed)
+}
+
+// settle records the end of a background task (its snapshot at settlement): the
+// result is read only when the client asks for it.
+func (pt *protoTask) settle(snap messages.Snapshot) {
+	pt.mu.Lock()
+	changed := false
+	if pt.status == taskWorking {
+		pt.status, changed = taskCompleted, true
+		if snap.Status == messages.Killed {
+			pt.status = taskCancelled
+		}
+	}
+	pt.message = tools.StatusLine(snap)
+	pt.updated = time.Now()
+	pt.mu.Unlock()
+	pt.workEnded(changed)
+}
+
+// workEnded records that the work ended; the record ends (end) once it is also
+// in its owner's table.
+func (pt *protoTask) workEnded(changed bool) {
+	pt.mu.Lock()
+	pt.finished = true
+	pt.changed = pt.changed || changed
+	added := pt.added
+	pt.mu.Unlock()
+	if added {
+		pt.end()
+	}
+}
+
+// end is the end of the work, once the task is in its owner's table: the
+// record's expiry starts, and the status change is sent where the transport
+// carries notifications (2025-11-25 on stdio).
+func (pt *protoTask) end() {
+	pt.endOnce.Do(func() {
+		pt.mu.Lock()
+		if !pt.gone {
+			pt.expiry = time.AfterFunc(pt.ttl, func() { pt.owner.dropTask(pt) })
+		}
+		changed := pt.changed
+		pt.mu.Unlock()
+		close(pt.ended)
+		if changed && !pt.ext {
+			pt.owner.noteStatus(pt)
+		}
+	})
+}
+
+// forget is the end of the task's owner: no expiry, no notification.
+func (pt *protoTask) forget() {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	pt.gone = true
+	if pt.expiry != nil {
+		pt.expiry.Stop()
+	}
+}
+
+// isEnded reports whether the work has ended.
+func (pt *protoTask) isEnded() bool {
+	select {
+	case <-pt.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// finalResult is the task's result once its work ended: a foreground call's
+// own, or — taken once, on the first request that needs it — what task_output
+// returns for a background task then: its output not yet read, and its status
+// line. The read counts as the model reading the task's end, so no taskrt notice
+// follows it.
+func (pt *protoTask) finalResult(ctx context.Context) (*mcp.CallToolResult, error) {
+	pt.reading.Lock()
+	defer pt.reading.Unlock()
+	return pt.finalResultLocked(ctx)
+}
+
+// finalResultLocked is finalResult with pt.reading held.
+func (pt *protoTask) finalResultLocked(ctx context.Context) (*mcp.CallToolResult, error) {
+	pt.mu.Lock()
+	res := pt.result
+	pt.mu.Unlock()
+	if res != nil {
+		if !pt.background {
+			// A foreground call's end, seen: a wait that returns the terminal state
+			// marks the task reported (the runtime settles it just after the call's
+			// result is recorded).
+			if _, err := pt.srv.rt.Tasks().Wait(ctx, pt.rid, pt.owner.agent, time.Minute); err != nil && !errors.Is(err, messages.ErrTaskNotFound) {
+				return nil, err
+			}
+		}
+		return res, nil
+	}
+	args, _ := json.Marshal(map[string]string{"task_id": string(pt.rid)})
+	r := pt.srv.tool(tools.TaskOutputName).Call(ctx, pt.owner.agent, args)
+	if ctx.Err() != nil { // the read was cut short: it is taken again next time
+		return nil, context.Cause(ctx)
+	}
+	res = toResult(r, nil)
+	pt.mu.Lock()
+	pt.result = res
+	pt.mu.Unlock()
+	return res, nil
 }
 
 // lastLine is the last line of a result's text: a tool error's reason, or the
@@ -176,118 +295,161 @@ func lastLine(res *mcp.CallToolResult) string {
 	return tools.Label(text)
 }
 
-// taskTable is one session's protocol tasks.
-type taskTable struct {
-	srv    *Server
-	sess   *session
-	stream *stream // where status notifications go; nil over HTTP
-
-	mu     sync.Mutex // protects byID, order and closed
-	byID   map[string]*protoTask
-	order  []*protoTask
-	closed bool
-}
-
-func newTaskTable(s *Server, sess *session, st *stream) *taskTable {
-	return &taskTable{srv: s, sess: sess, stream: st, byID: map[string]*protoTask{}}
-}
-
-func (tt *taskTable) get(id string) *protoTask {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	return tt.byID[id]
-}
-
-// add puts a started task into the table; false once the session ended.
-func (tt *taskTable) add(pt *protoTask) bool {
-	tt.mu.Lock()
-	if tt.closed {
-		tt.mu.Unlock()
-		return false
-	}
-	tt.byID[pt.id] = pt
-	tt.order = append(tt.order, pt)
-	tt.mu.Unlock()
+// noteStatus hands pt's status to the owner's sender, for notifications/tasks/
+// status where the transport allows (stdio). Notifications are a courtesy (the
+// client polls): when the sender is behind, this one is dropped.
+func (o *owner) noteStatus(pt *protoTask) {
 	pt.mu.Lock()
-	pt.added = true
-	ended := pt.result != nil
+	added := pt.added
 	pt.mu.Unlock()
-	if ended { // it ended before it was added: what finish skipped
-		tt.ended(pt, true)
-	}
-	return true
-}
-
-// ended is the end of pt's call: its status notification (when it changed) and
-// the expiry of its record.
-func (tt *taskTable) ended(pt *protoTask, changed bool) {
-	pt.mu.Lock()
-	if !pt.added {
-		pt.mu.Unlock()
-		return // add does it
-	}
-	if pt.expiry == nil {
-		pt.expiry = time.AfterFunc(pt.ttl, func() { tt.drop(pt) })
-	}
-	pt.mu.Unlock()
-	if changed {
-		tt.notify(pt)
-	}
-}
-
-func (tt *taskTable) drop(pt *protoTask) {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	if tt.byID[pt.id] == pt {
-		delete(tt.byID, pt.id)
-		tt.order = slices.DeleteFunc(tt.order, func(p *protoTask) bool { return p == pt })
-	}
-}
-
-func (tt *taskTable) list() []taskInfo {
-	tt.mu.Lock()
-	order := slices.Clone(tt.order)
-	tt.mu.Unlock()
-	infos := make([]taskInfo, 0, len(order))
-	for _, pt := range order {
-		info, _ := pt.info()
-		infos = append(infos, info)
-	}
-	return infos
-}
-
-// notify sends pt's status as notifications/tasks/status, where the transport
-// allows (stdio).
-func (tt *taskTable) notify(pt *protoTask) {
-	if tt.stream == nil || tt.sess.ctx.Err() != nil {
+	if o.stream == nil || o.notes == nil || !added {
 		return
 	}
-	info, _ := pt.info()
-	if err := tt.stream.notify(taskStatusNote, info); err != nil {
-		tt.srv.log.Debug("sending a task status notification", "err", err)
+	select {
+	case o.notes <- pt:
+	default:
 	}
 }
 
-// close drops every record at the session's end (its tasks die with the owner).
-func (tt *taskTable) close() {
-	tt.mu.Lock()
-	tt.closed = true
-	order := tt.order
-	tt.byID, tt.order = map[string]*protoTask{}, nil
-	tt.mu.Unlock()
-	for _, pt := range order {
-		pt.mu.Lock()
-		if pt.expiry != nil {
-			pt.expiry.Stop()
-		}
-		pt.mu.Unlock()
+// ---- starting ----
+
+// runAsTask runs c as a protocol task where it becomes one; ok is false when it
+// does not (the call then runs as any other).
+func (s *Server) runAsTask(callCtx, ctx context.Context, c *call) (res mcp.Result, ok bool, err error) {
+	switch {
+	case c.asked:
+		return s.sessionTask(callCtx, ctx, c)
+	case !c.extTasks || c.owner == nil:
+		return nil, false, nil
+	case c.background:
+		res, err = s.extStart(callCtx, ctx, c, c.raw)
+		return res, true, err
+	case c.name == tools.BashName:
+		return s.extForeground(callCtx, ctx, c)
 	}
+	return nil, false, nil
+}
+
+// startBackground starts c's background task and, when it started, the protocol
+// task that tracks it; else it returns the tool's answer.
+func (s *Server) startBackground(callCtx context.Context, c *call, args json.RawMessage, ext bool, ttl time.Duration) (*protoTask, tools.Result, error) {
+	r := c.tool.Call(callCtx, c.agent(), args)
+	if err := cutShort(callCtx); err != nil {
+		return nil, r, err
+	}
+	h, ok := r.Data.(tools.Handle)
+	if !ok {
+		return nil, r, nil
+	}
+	pt := s.newProtoTask(c.owner, h.TaskID, ext, true, ttl)
+	if !c.owner.addTask(pt) {
+		return nil, r, errSessionEnded
+	}
+	s.bgTasks.Store(pt.rid, pt)
+	if snap, err := s.rt.Tasks().Get(callCtx, pt.rid, c.owner.agent); err == nil && snap.Status.Terminal() {
+		s.settled(snap) // it ended before it was tracked
+	}
+	return pt, r, nil
+}
+
+// settled is the runtime's listener: the end of a background protocol task.
+func (s *Server) settled(snap messages.Snapshot) {
+	if v, ok := s.bgTasks.LoadAndDelete(snap.ID); ok {
+		v.(*protoTask).settle(snap)
+	}
+}
+
+// runCapture receives the producer's result of the foreground command a
+// protocol task runs (see runner.Run).
+type runCapture struct {
+	res bash.Result
+	ok  bool
+}
+
+type captureKey struct{}
+
+func captured(ctx context.Context, res bash.Result) {
+	if c, ok := ctx.Value(captureKey{}).(*runCapture); ok {
+		c.res, c.ok = res, true
+	}
+}
+
+// startForeground starts a protocol task whose work is the foreground call c: a
+// taskrt task of the owner, kind bash (the tool's name), the command as label,
+// whose result pt records before the runtime hears of the end.
+func (s *Server) startForeground(ctx context.Context, c *call, ttl time.Duration) (*protoTask, error) {
+	var command struct {
+		Command string `json:"command"`
+	}
+	_ = json.Unmarshal(c.raw, &command) // the call itself reports bad arguments
+	label := tools.Label(command.Command)
+	if label == "" {
+		label = c.tool.Name()
+	}
+	// The runtime id is known once Start returns; the record is added to its
+	// owner's table then, and its end takes effect from then (workEnded).
+	now := time.Now()
+	pt := &protoTask{srv: s, owner: c.owner, created: now, ttl: ttl, ended: make(chan struct{}), status: taskWorking, updated: now}
+	spec := messages.Spec{Kind: c.tool.Name(), Label: label, Owner: c.owner.agent, Run: func() (messages.Hooks, error) {
+		runCtx, cancel := context.WithCancelCause(s.ctx)
+		done := make(chan messages.Outcome, 1)
+		go func() {
+			defer cancel(nil)
+			capture := &runCapture{}
+			res := toResult(c.tool.Call(context.WithValue(runCtx, captureKey{}, capture), c.owner.agent, c.raw), nil)
+			o := messages.Outcome{Status: messages.Failed, Detail: lastLine(res), Output: resultText(res)}
+			if capture.ok && capture.res.Outcome.Status != "" {
+				o.Status, o.Detail = capture.res.Outcome.Status, capture.res.Outcome.Detail
+			}
+			pt.finish(res)
+			done <- o
+		}()
+		return messages.Hooks{
+			Cancel: func(reason string) error {
+				if _, ok := pt.cancel(); ok {
+					pt.owner.noteStatus(pt)
+				}
+				cancel(errors.New(reason))
+				return nil
+			},
+			Done: done,
+		}, nil
+	}}
+	id, err := s.rt.Tasks().Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	pt.mu.Lock()
+	pt.rid, pt.id = id, protocolID(c.owner, id)
+	pt.mu.Unlock()
+	if !c.owner.addTask(pt) {
+		return nil, errSessionEnded
+	}
+	return pt, nil
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// errTaskNotFound is the answer for an unknown protocol task id, another
+// owner's, one whose record expired, and any id where protocol tasks are not
+// offered: the same error for each, so that no id's existence leaks.
+func errTaskNotFound(id string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "task not found: " + tools.Label(id)}
 }
 
 // ---- the SDK's extension points ----
 
 // patched is a result whose JSON is the SDK's, edited: how fields go-sdk v1.8.0
-// does not model (capabilities.tasks, Tool.execution) reach the client.
+// does not model (capabilities.tasks, Tool.execution, resultType) reach the
+// client.
 type patched struct {
 	mcp.Result
 	patch func(map[string]json.RawMessage) error
@@ -308,13 +470,6 @@ func (p *patched) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// tasksCapability is the 2025-11-25 server capability for task-augmented
-// tools/call, tasks/list and tasks/cancel.
-var tasksCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
-
-// taskCapable reports whether a tool may be called as a task.
-func taskCapable(name string) bool { return name == tools.BashName }
-
 // taskParams are the params of tasks/get, tasks/result and tasks/cancel.
 type taskParams struct {
 	mcp.ParamsBase
@@ -326,42 +481,28 @@ type listParams struct {
 	Cursor string `json:"cursor,omitempty"`
 }
 
-type createTaskResult struct {
-	mcp.ResultBase
-	Task taskInfo `json:"task"`
-}
-
-type taskResult struct {
-	mcp.ResultBase
-	taskInfo
-}
-
-type listTasksResult struct {
-	mcp.ResultBase
-	Tasks []taskInfo `json:"tasks"`
-}
-
 type extraKey struct{}
 
-// addTaskMethods registers tasks/* and the receiving middleware for initialize,
-// tools/list and tools/call.
+// addTaskMethods registers tasks/* and the receiving middleware that serves
+// tools/call and patches initialize and tools/list.
 func (s *Server) addTaskMethods() error {
-	s.mcp.AddReceivingMiddleware(s.protocolTasks)
+	s.mcp.AddReceivingMiddleware(s.receive)
 	return errors.Join(
 		mcp.AddReceivingCustomMethod(s.mcp, "tasks/get", s.tasksGet),
 		mcp.AddReceivingCustomMethod(s.mcp, "tasks/result", s.tasksResult),
 		mcp.AddReceivingCustomMethod(s.mcp, "tasks/cancel", s.tasksCancel),
 		mcp.AddReceivingCustomMethod(s.mcp, "tasks/list", s.tasksList),
-		// tasks/update is the sessionless tasks extension's (tasksext.go).
+		// tasks/update is the sessionless tasks extension's (tasks_ext.go).
 		mcp.AddReceivingCustomMethod(s.mcp, "tasks/update", s.tasksUpdate),
 	)
 }
 
-// protocolTasks is receiving middleware: it offers the capability at initialize
-// (to sessions that can carry it), marks the task-capable tools in tools/list,
-// turns a task-augmented tools/call into a task, and hands the request's extra
-// (its HTTP header) to the tasks/* handlers.
-func (s *Server) protocolTasks(next mcp.MethodHandler) mcp.MethodHandler {
+// receive is receiving middleware: every tools/call goes to callTool; a
+// sessionless request to sessionlessMethod; initialize offers 2025-11-25 tasks
+// to the sessions that can carry them; tools/list marks the task-capable tools
+// for them; and the request's extra (its HTTP header) is handed to the tasks/*
+// handlers.
+func (s *Server) receive(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if sessionless(req) {
 			return s.sessionlessMethod(ctx, next, method, req)
@@ -371,371 +512,17 @@ func (s *Server) protocolTasks(next mcp.MethodHandler) mcp.MethodHandler {
 			return s.initializeTasks(ctx, next, method, req)
 		case "tools/list":
 			res, err := next(ctx, method, req)
-			if err != nil || s.taskTable(req) == nil {
+			if o := s.ownerOf(sessionOf(req)); err != nil || o == nil || !o.offersSessionTasks() {
 				return res, err
 			}
 			return &patched{Result: res, patch: markTaskTools}, nil
 		case "tools/call":
-			return s.callAsTask(ctx, next, method, req)
+			if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil {
+				return s.callTool(ctx, cr)
+			}
 		case "tasks/get", "tasks/result", "tasks/cancel", "tasks/list":
 			ctx = context.WithValue(ctx, extraKey{}, req.GetExtra())
 		}
 		return next(ctx, method, req)
 	}
-}
-
-func (s *Server) taskTable(req mcp.Request) *taskTable {
-	ss, ok := req.GetSession().(*mcp.ServerSession)
-	if !ok {
-		return nil
-	}
-	if sess := s.lookup(ss); sess != nil {
-		return sess.tasks.Load()
-	}
-	return nil
-}
-
-func (s *Server) initializeTasks(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
-	var key string
-	if p := req.GetParams(); p != nil {
-		if meta := p.GetMeta(); meta != nil {
-			key, _ = meta[metaStream].(string)
-			delete(meta, metaStream)
-		}
-	}
-	if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip.ProtocolVersion >= SessionlessVersion {
-		ip.ProtocolVersion = lastSessionVersion // initialize opens a session: the last revision with them
-	}
-	var st *stream
-	carried := key == streamHTTP
-	if key != "" && !carried {
-		st = s.takeStream(key)
-		carried = st != nil
-	}
-	res, err := next(ctx, method, req)
-	if err != nil || !carried {
-		return res, err
-	}
-	ir, ok := res.(*mcp.InitializeResult)
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	sess := s.lookup(ss)
-	if !ok || sess == nil || ir.ProtocolVersion < tasksVersion {
-		return res, err
-	}
-	sess.tasks.Store(newTaskTable(s, sess, st))
-	return &patched{Result: res, patch: func(m map[string]json.RawMessage) error {
-		var caps map[string]json.RawMessage
-		if err := json.Unmarshal(m["capabilities"], &caps); err != nil {
-			return err
-		}
-		caps["tasks"] = tasksCapability
-		b, err := json.Marshal(caps)
-		m["capabilities"] = b
-		return err
-	}}, nil
-}
-
-// markTaskTools adds execution.taskSupport "optional" to the task-capable tools
-// of a tools/list result (absent means "forbidden").
-func markTaskTools(m map[string]json.RawMessage) error {
-	var list []map[string]json.RawMessage
-	if err := json.Unmarshal(m["tools"], &list); err != nil {
-		return err
-	}
-	for _, t := range list {
-		var name string
-		if json.Unmarshal(t["name"], &name) == nil && taskCapable(name) {
-			t["execution"] = json.RawMessage(`{"taskSupport":"optional"}`)
-		}
-	}
-	b, err := json.Marshal(list)
-	m["tools"] = b
-	return err
-}
-
-// callAsTask serves a tools/call: one that asked for a task (params.task,
-// carried in _meta) on a session with protocol tasks starts one; any other goes
-// on as before.
-func (s *Server) callAsTask(ctx context.Context, next mcp.MethodHandler, method string, req mcp.Request) (mcp.Result, error) {
-	cr, ok := req.(*mcp.CallToolRequest)
-	if !ok || cr.Params == nil {
-		return next(ctx, method, req)
-	}
-	raw, asked := cr.Params.Meta[metaTask]
-	if asked {
-		delete(cr.Params.Meta, metaTask)
-	}
-	tt := s.taskTable(req)
-	if !asked || tt == nil {
-		return next(ctx, method, req)
-	}
-	t := s.tool(cr.Params.Name)
-	if t == nil {
-		return next(ctx, method, req) // the SDK's unknown-tool error
-	}
-	if !taskCapable(t.Name()) {
-		// -32602, not the -32601 the specification suggests: go-sdk's jsonrpc2 takes
-		// any -32601 for "no such method" and answers with its own message.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("tool %s cannot be called as a task (its execution.taskSupport is forbidden)", t.Name())}
-	}
-	ttl, err := taskTTL(raw)
-	if err != nil {
-		return nil, err
-	}
-	var args struct {
-		Command         string `json:"command"`
-		RunInBackground bool   `json:"run_in_background"`
-	}
-	_ = json.Unmarshal(cr.Params.Arguments, &args) // the call itself reports bad arguments
-	if args.RunInBackground {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: "a task-augmented call runs the command as a task already: leave out run_in_background"}
-	}
-	return tt.start(ctx, t, cr.Params.Arguments, args.Command, ttl)
-}
-
-// taskTTL reads params.task's ttl (milliseconds; absent or null: the default),
-// clamped to [MinTaskTTL, MaxTaskTTL].
-func taskTTL(raw any) (time.Duration, error) {
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return 0, err
-	}
-	var task struct {
-		TTL *float64 `json:"ttl"`
-	}
-	if err := json.Unmarshal(b, &task); err != nil {
-		return 0, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.task must be an object {ttl?: milliseconds}"}
-	}
-	if task.TTL == nil {
-		return DefaultTaskTTL, nil
-	}
-	ttl := time.Duration(*task.TTL * float64(time.Millisecond))
-	return min(max(ttl, MinTaskTTL), MaxTaskTTL), nil
-}
-
-func (s *Server) tool(name string) tools.Tool {
-	for _, t := range s.tools {
-		if t.Name() == name {
-			return t
-		}
-	}
-	return nil
-}
-
-// runCapture receives the producer's result of the foreground command a
-// protocol task runs (see runner.Run).
-type runCapture struct {
-	res bash.Result
-	ok  bool
-}
-
-type captureKey struct{}
-
-func captured(ctx context.Context, res bash.Result) {
-	if c, ok := ctx.Value(captureKey{}).(*runCapture); ok {
-		c.res, c.ok = res, true
-	}
-}
-
-// start starts the task: a taskrt task of the session's owner whose work is the
-// foreground call.
-func (tt *taskTable) start(ctx context.Context, t tools.Tool, args json.RawMessage, command string, ttl time.Duration) (mcp.Result, error) {
-	s, sess := tt.srv, tt.sess
-	pt := newProtoTask(ttl)
-	spec := s.taskSpec(sess.owner, t, args, command, pt, func(changed bool) { tt.ended(pt, changed) }, func() { tt.notify(pt) })
-	id, err := s.rt.Tasks().Start(ctx, spec)
-	if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: tools.Label(err.Error())}
-	}
-	pt.mu.Lock()
-	pt.rid = id
-	pt.mu.Unlock()
-	if !tt.add(pt) {
-		return nil, errSessionEnded
-	}
-	return &createTaskResult{ResultBase: mcp.ResultBase{Meta: mcp.Meta{metaRuntimeID: string(id)}}, Task: pt.seed()}, nil
-}
-
-// seed is the task as it was created: working. CreateTaskResult carries it even
-// when the call has ended by the time it is sent (tasks/get says so then).
-func (pt *protoTask) seed() taskInfo {
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	return taskInfo{
-		TaskID: pt.id, Status: taskWorking, StatusMessage: fmt.Sprintf("taskrt task %s: %s", pt.rid, taskWorking),
-		CreatedAt: stamp(pt.created), LastUpdatedAt: stamp(pt.created),
-		TTL: pt.ttl.Milliseconds(), PollInterval: TaskPollInterval.Milliseconds(),
-	}
-}
-
-func newProtoTask(ttl time.Duration) *protoTask {
-	now := time.Now()
-	return &protoTask{id: rand.Text(), created: now, ttl: ttl, done: make(chan struct{}), status: taskWorking, updated: now}
-}
-
-// taskSpec is the spec of a protocol task's runtime task: kind bash (the tool's
-// name), the command as label, owned by owner; its work is the foreground call of
-// t, whose result pt records before the runtime hears of the end. ended follows
-// the record (changed: the status changed); cancelled follows a cancel that moved
-// pt to cancelled.
-func (s *Server) taskSpec(owner messages.AgentID, t tools.Tool, args json.RawMessage, command string, pt *protoTask, ended func(changed bool), cancelled func()) messages.Spec {
-	label := tools.Label(command)
-	if label == "" {
-		label = t.Name()
-	}
-	return messages.Spec{Kind: t.Name(), Label: label, Owner: owner, Run: func() (messages.Hooks, error) {
-		runCtx, cancel := context.WithCancelCause(s.ctx)
-		done := make(chan messages.Outcome, 1)
-		go func() {
-			defer cancel(nil)
-			capture := &runCapture{}
-			res := toResult(t.Call(context.WithValue(runCtx, captureKey{}, capture), owner, args), nil)
-			o := messages.Outcome{Status: messages.Failed, Detail: lastLine(res), Output: resultText(res)}
-			if capture.ok && capture.res.Outcome.Status != "" {
-				o.Status, o.Detail = capture.res.Outcome.Status, capture.res.Outcome.Detail
-			}
-			ended(pt.finish(res))
-			done <- o
-		}()
-		return messages.Hooks{
-			Cancel: func(reason string) error {
-				if _, ok := pt.cancel(); ok {
-					cancelled()
-				}
-				cancel(errors.New(reason))
-				return nil
-			},
-			Done: done,
-		}, nil
-	}}
-}
-
-func resultText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-// ---- tasks/* ----
-
-// errTaskNotFound is the answer for an unknown task id, another session's, one
-// whose record expired, and any id on a session without protocol tasks: the same
-// error for each, so that no id's existence leaks.
-func errTaskNotFound(id string) error {
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "task not found: " + tools.Label(id)}
-}
-
-// findTask returns the session and the task the params name.
-func (s *Server) findTask(ss *mcp.ServerSession, p *taskParams) (*session, *taskTable, *protoTask, error) {
-	if p == nil {
-		return nil, nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "missing params.taskId"}
-	}
-	sess := s.lookup(ss)
-	if sess == nil {
-		return nil, nil, nil, errSessionEnded
-	}
-	tt := sess.tasks.Load()
-	if tt == nil {
-		return nil, nil, nil, errTaskNotFound(p.TaskID)
-	}
-	pt := tt.get(p.TaskID)
-	if pt == nil {
-		return nil, nil, nil, errTaskNotFound(p.TaskID)
-	}
-	return sess, tt, pt, nil
-}
-
-func taskAnswer(pt *protoTask) *taskResult {
-	info, rid := pt.info()
-	return &taskResult{ResultBase: mcp.ResultBase{Meta: mcp.Meta{metaRuntimeID: string(rid)}}, taskInfo: info}
-}
-
-func (s *Server) tasksGet(_ context.Context, ss *mcp.ServerSession, p *taskParams) (*taskResult, error) {
-	_, _, pt, err := s.findTask(ss, p)
-	if err != nil {
-		return nil, err
-	}
-	return taskAnswer(pt), nil
-}
-
-// tasksResult waits for the call to end and returns its result. The wait ends
-// early, with an error, when the session ends or (HTTP) the client closes the
-// request.
-func (s *Server) tasksResult(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (*mcp.CallToolResult, error) {
-	sess, _, pt, err := s.findTask(ss, p)
-	if err != nil {
-		return nil, err
-	}
-	extra, _ := ctx.Value(extraKey{}).(*mcp.RequestExtra)
-	callCtx, done, err := sess.callContext(ctx, extra)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	select {
-	case <-pt.done:
-	case <-callCtx.Done():
-		return nil, context.Cause(callCtx)
-	}
-	_, rid := pt.info()
-	// The model has this task's end now: a wait that returns the terminal state
-	// marks the task reported, so no completion notice follows. (The runtime
-	// settles the task just after the call's result is recorded.)
-	if _, err := s.rt.Tasks().Wait(callCtx, rid, sess.owner, time.Minute); err != nil && !errors.Is(err, messages.ErrTaskNotFound) {
-		return nil, err
-	}
-	pt.mu.Lock()
-	res := *pt.result
-	pt.mu.Unlock()
-	res.Content = slices.Clone(res.Content)
-	meta := mcp.Meta{}
-	for k, v := range res.Meta {
-		meta[k] = v
-	}
-	meta[metaRelatedTask] = map[string]string{"taskId": pt.id}
-	res.Meta = meta
-	appendNotices(&res, sess.takeNotices())
-	return &res, nil
-}
-
-func (s *Server) tasksCancel(ctx context.Context, ss *mcp.ServerSession, p *taskParams) (*taskResult, error) {
-	sess, tt, pt, err := s.findTask(ss, p)
-	if err != nil {
-		return nil, err
-	}
-	status, ok := pt.cancel()
-	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("cannot cancel task %s: it is already %s", tools.Label(p.TaskID), status)}
-	}
-	tt.notify(pt)
-	_, rid := pt.info()
-	if _, err := s.rt.Tasks().Kill(ctx, rid, sess.owner, "cancelled by tasks/cancel"); err != nil && !errors.Is(err, messages.ErrTaskNotFound) {
-		s.log.Warn("cancelling a protocol task", "task", rid, "err", err)
-	}
-	return taskAnswer(pt), nil
-}
-
-func (s *Server) tasksList(_ context.Context, ss *mcp.ServerSession, _ *listParams) (*listTasksResult, error) {
-	sess := s.lookup(ss)
-	if sess == nil {
-		return nil, errSessionEnded
-	}
-	res := &listTasksResult{Tasks: []taskInfo{}}
-	if tt := sess.tasks.Load(); tt != nil {
-		res.Tasks = tt.list()
-	}
-	return res, nil
-}
-
-// tasksUpdate answers a session's tasks/update: it belongs to the sessionless
-// tasks extension, not to 2025-11-25.
-func (s *Server) tasksUpdate(_ context.Context, _ *mcp.ServerSession, _ *taskParams) (*taskResult, error) {
-	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "tasks/update is not served in 2025-11-25 sessions"}
 }

@@ -170,8 +170,10 @@ func TestProtocolTaskLifecycle(t *testing.T) {
 			if tk.Status != "working" || tk.TTL == nil || *tk.TTL != 60000 || tk.PollInterval != mcpserver.TaskPollInterval.Milliseconds() {
 				t.Errorf("created task = %+v, want working, ttl 60000, pollInterval %d", tk, mcpserver.TaskPollInterval.Milliseconds())
 			}
-			if len(tk.TaskID) < 26 {
-				t.Errorf("task id %q: want at least 128 random bits", tk.TaskID)
+			// The protocol id is the runtime id where the connection fences it
+			// (stdio), and the runtime id with a secret of 128+ random bits over HTTP.
+			if rid, secret, _ := strings.Cut(tk.TaskID, "."); rid != "bash-1" || (c.http != nil) != (len(secret) >= 26) {
+				t.Errorf("task id %q: want bash-1 on stdio, bash-1.<128+ random bits> over HTTP", tk.TaskID)
 			}
 			for _, ts := range []string{tk.CreatedAt, tk.LastUpdatedAt} {
 				if _, err := time.Parse(time.RFC3339Nano, ts); err != nil {
@@ -314,12 +316,38 @@ func TestProtocolTaskLifecycle(t *testing.T) {
 			if code != -32602 || !strings.Contains(msg, "task_list cannot be called as a task") {
 				t.Errorf("task-augmented task_list = %d %q, want -32602 naming the tool", code, msg)
 			}
-			code, _ = c.errorOf("tools/call", `{"name":"bash","arguments":{"command":"true","run_in_background":true},"task":{}}`)
-			if code != -32602 {
-				t.Errorf("task-augmented run_in_background = %d, want -32602", code)
-			}
 			if got := c.tool("task_list", `{}`).texts(); !slices.Equal(got, []string{"(no background tasks)"}) {
 				t.Errorf("a refused task started something: %q", got)
+			}
+		})
+
+		t.Run(tr.name+"/a task-augmented background start tracks the background task", func(t *testing.T) {
+			srv := newServer(t)
+			c := session(t, srv, tr.open)
+			path := fifo(t)
+			tk := c.startTask(fmt.Sprintf(`{"command":"echo before; read l < %s; echo got $l","run_in_background":true}`, path), `{}`)
+			if tk.Status != "working" || tk.Meta.RuntimeID != "bash-1" || !strings.HasPrefix(tk.TaskID, "bash-1") {
+				t.Fatalf("created = %+v, want working, tracking bash-1", tk)
+			}
+			// The model reads some output itself first: the result at the end is
+			// what task_output returns then, so nothing arrives twice.
+			var first []string
+			for len(first) == 0 || first[0] == "[status: running]" {
+				first = c.tool("task_output", `{"task_id":"bash-1"}`).texts()
+			}
+			if want := []string{"before\n[status: running]"}; !slices.Equal(first, want) {
+				t.Errorf("task_output while it runs = %q, want %q", first, want)
+			}
+			release(t, path, "it")
+			res := c.taskResult(tk.TaskID)
+			if want := []string{"got it\n[status: completed, exit code: 0]"}; !slices.Equal(res.texts(), want) || res.IsError {
+				t.Errorf("tasks/result = %q, want the rest and the status line %q", res.texts(), want)
+			}
+			if got := c.getTask(tk.TaskID); got.Status != "completed" || got.StatusMessage != "[status: completed, exit code: 0]" {
+				t.Errorf("tasks/get at the end = %+v, want completed with the status line", got)
+			}
+			if got := c.tool("task_list", `{}`).texts(); len(got) != 1 {
+				t.Errorf("the tool result after tasks/result = %q: want no completion notice (the client collected it)", got)
 			}
 		})
 
