@@ -117,8 +117,8 @@ func carryOne(msg []byte, stamp string) []byte {
 // carries task params past the SDK's decoder, its writer is shared by the SDK and
 // the task status notifications.
 type stream struct {
-	r   *bufio.Reader
-	rc  io.ReadCloser
+	r  *bufio.Reader
+	rc io.ReadCloser
 
 	wmu sync.Mutex // serializes writes: one message per Write, never interleaved
 	w   io.WriteCloser

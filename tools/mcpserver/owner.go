@@ -53,10 +53,10 @@ type owner struct {
 	tasks    map[string]*protoTask          // protocol tasks by protocol id (tasks.go)
 	byRID    map[messages.TaskID]*protoTask // the same, by runtime id
 	order    []*protoTask                   // the same, in creation order
-	sessions bool                  // 2025-11-25 protocol tasks are offered to it
-	inflight int                   // a scope's requests still running: they hold its lease
-	lease    *time.Timer           // a scope's idle lease; nil without an idle timeout
-	over     bool                  // the owner ended: no notice, no task, no request
+	sessions bool                           // 2025-11-25 protocol tasks are offered to it
+	inflight int                            // a scope's requests still running: they hold its lease
+	lease    *time.Timer                    // a scope's idle lease; nil without an idle timeout
+	over     bool                           // the owner ended: no notice, no task, no request
 }
 
 // notice is a pending completion notice.

@@ -100,16 +100,16 @@ type protoTask struct {
 	reading    sync.Mutex          // serializes taking the final result; protects delivered
 	delivered  *mcp.CallToolResult // the extension's inlined result, as first answered
 
-	mu      sync.Mutex // protects the fields below
-	status  string
-	message string // statusMessage once terminal
-	updated time.Time
-	result  *mcp.CallToolResult // the result once taken: the call's, or the final read
-	expiry  *time.Timer         // drops the record ttl after the end
-	added    bool // in its owner's table
-	finished bool // the work ended
-	changed  bool // the end changed the status (a notification is due)
-	gone     bool // its owner ended: no expiry, no notification
+	mu       sync.Mutex // protects the fields below
+	status   string
+	message  string // statusMessage once terminal
+	updated  time.Time
+	result   *mcp.CallToolResult // the result once taken: the call's, or the final read
+	expiry   *time.Timer         // drops the record ttl after the end
+	added    bool                // in its owner's table
+	finished bool                // the work ended
+	changed  bool                // the end changed the status (a notification is due)
+	gone     bool                // its owner ended: no expiry, no notification
 }
 
 func (s *Server) newProtoTask(o *owner, rid messages.TaskID, ext, background bool, ttl time.Duration) *protoTask {
