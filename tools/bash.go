@@ -100,6 +100,7 @@ type bashConfig struct {
 	dir        string
 	env        []string
 	sandbox    string // what the description says of the runner's sandbox ("" without one)
+	limits     bash.Limits
 }
 
 // BashOption configures the bash tool. Options are made by the With… functions
@@ -169,6 +170,15 @@ func WithWorkDir(dir string) BashOption {
 // to earlier ones. NewBash fails on an entry without "=" or with an empty KEY.
 func WithEnv(env ...string) BashOption {
 	return bashOptionFunc(func(c *bashConfig) { c.env = append(c.env, env...) })
+}
+
+// WithLimits sets the limits of every command (bash.Command.Limits: processes,
+// memory, CPU; zero fields are no limit). A runner without cgroup containment
+// fails each start with bash.ErrLimitsUnavailable; a remote runner carries them to
+// its worker. A command that hits one ends with the limit named in its status
+// line, as the producer reports it.
+func WithLimits(l bash.Limits) BashOption {
+	return bashOptionFunc(func(c *bashConfig) { c.limits = l })
 }
 
 // NewBash returns the bash tool running commands with p. Background commands become
@@ -316,7 +326,7 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 			return errResult(argErr("background_after_ms must be a positive number of milliseconds"))
 		}
 	}
-	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin}
+	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin, Limits: b.cfg.limits}
 	if a.RunInBackground {
 		if a.TimeoutMS > maxTimeoutMS {
 			return errResult(argErr("timeout_ms must be at most %d", maxTimeoutMS))

@@ -169,3 +169,25 @@ func TestBashStdinInTheSchemaAndDescription(t *testing.T) {
 		})
 	}
 }
+
+// WithLimits puts its limits on every command the tool hands to its runner,
+// foreground and background.
+func TestBashWithLimits(t *testing.T) {
+	limits := bash.Limits{Processes: 64, Memory: 256 << 20, CPU: 0.5}
+	for name, args := range map[string]string{
+		"foreground": `{"command":"cat"}`,
+		"background": `{"command":"cat","run_in_background":true}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.agent(t, "a1", 8)
+			r := &commandRunner{}
+			if got := fakeBash(t, e.rt, r, tools.WithLimits(limits)).Call(bg, "a1", json.RawMessage(args)); got.IsError {
+				t.Fatalf("call = %+v", got)
+			}
+			if len(r.commands) != 1 || r.commands[0].Limits != limits {
+				t.Errorf("commands = %+v, want one with limits %+v", r.commands, limits)
+			}
+		})
+	}
+}

@@ -46,7 +46,7 @@ type config struct {
 	sandbox         bash.Sandbox     // of every command (WithSandbox)
 	queue           int              // actors.WithQueue; 0: none
 	globalLimit     int              // actors.WithGlobalLimit; 0: none
-	bashOpts        []bash.Option    // more options of the server's own bash producer
+	limits          bash.Limits      // of every command (WithLimits)
 }
 
 func defaultConfig() config {
@@ -203,11 +203,11 @@ func WithoutSessionless() Option {
 	return optionFunc(func(c *config) { c.noSessionless = true })
 }
 
-// WithBashOptions passes options to the server's own bash producer, after the
-// ones the Server sets itself (its logger, WithSandbox, WithKillGrace): per-task
-// limits (bash.WithMaxProcesses, bash.WithMemoryLimit, bash.WithCPULimit), output
-// bounds, containment. They do not apply with WithBashRunner, which runs the
-// commands with a producer of its own.
-func WithBashOptions(opts ...bash.Option) Option {
-	return optionFunc(func(c *config) { c.bashOpts = append(c.bashOpts, opts...) })
+// WithLimits caps every command (tools.WithLimits): processes, memory, CPU, as
+// bash.Limits says; zero fields are no limit. Locally they need cgroup
+// containment, and New fails where the bash producer has none; with WithBashRunner
+// they go with each command to the runner (a worker applies them). A command that
+// hits one ends with the limit named in its status line and its notice.
+func WithLimits(l bash.Limits) Option {
+	return optionFunc(func(c *config) { c.limits = l })
 }

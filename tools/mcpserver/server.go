@@ -134,7 +134,7 @@ func New(opts ...Option) (*Server, error) {
 		bash:       producer,
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	bashToolOpts := []tools.BashOption{tools.WithWorkDir(cfg.workDir)}
+	bashToolOpts := []tools.BashOption{tools.WithWorkDir(cfg.workDir), tools.WithLimits(cfg.limits)}
 	if cfg.startKeys {
 		bashToolOpts = append(bashToolOpts, tools.WithStartKeys())
 	}
@@ -199,10 +199,14 @@ func bashRunner(cfg config) (tools.BashRunner, *bash.Producer, error) {
 	if cfg.killGrace > 0 {
 		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
 	}
-	bashOpts = append(bashOpts, cfg.bashOpts...)
 	producer, err := newProducer(cfg, bashOpts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("taskrt-mcp: %w", err)
+	}
+	if cfg.limits != (bash.Limits{}) && producer.Containment() != bash.CgroupContainment {
+		_ = producer.Close()
+		return nil, nil, fmt.Errorf("taskrt-mcp: %w: command limits need cgroup containment, and this machine gives %s (%s)",
+			bash.ErrLimitsUnavailable, producer.Containment(), producer.ContainmentDetail())
 	}
 	return runner{p: producer, interval: ProgressInterval}, producer, nil
 }

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,10 +29,12 @@ import (
 const tokenEnv = "TASKRT_MCP_TOKEN"
 
 const usage = `taskrt-mcp serves taskrt's background-task tools over MCP: bash (with
-run_in_background), task_output, task_list, task_kill and task_wait. Each MCP session owns its
-tasks; when a session ends, every process it started is killed and gone. A sessionless
-(2026-07-28) client's tasks are owned by a scope, a handle passed as the argument scope;
-an idle scope lapses after -idle-timeout, killing its tasks.
+run_in_background), task_output, task_list, task_kill, task_wait, task_input and task_watch.
+Over stdio the client owns its tasks, whatever revision it speaks; over HTTP each session
+does, and a sessionless (2026-07-28) client's tasks are owned by a scope, a handle passed as
+the argument scope, which lapses after -idle-timeout. When an owner ends, every process it
+started is killed and gone. A client that declares the MCP tasks extension gets background
+starts as MCP tasks it can track, stop, and be woken by.
 
 Usage:
   taskrt-mcp [flags]            one session over stdin/stdout (what MCP clients launch)
@@ -62,6 +67,7 @@ type options struct {
 	natsURL     string        // -nats: run every bash command on a worker
 	lease       time.Duration // -lease: this owner node's lease
 	sandbox     bash.Sandbox  // -sandbox, -sandbox-network
+	limits      bash.Limits   // -max-processes, -memory, -cpus
 	sessionless bool
 }
 
@@ -88,12 +94,18 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	fs.StringVar(&o.natsURL, "nats", "", "run every bash command on a taskrt-worker reached through the NATS server at `URL` (see docs/remote.md)")
 	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing")
-	fs.BoolVar(&o.sessionless, "sessionless", true, "serve the sessionless revision 2026-07-28 (scopes own the tasks); false: sessions only, a 2026-07-28 client falls back to a session")
+	fs.BoolVar(&o.sessionless, "sessionless", true, "serve the sessionless revision 2026-07-28 (on stdio the connection owns the tasks, over HTTP scopes do); false: sessions only, a 2026-07-28 client falls back to a session")
 	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
 		o.sandbox.Mode, err = bash.ParseSandboxMode(v)
 		return err
 	})
 	fs.BoolVar(&o.sandbox.Network, "sandbox-network", false, "with -sandbox: let commands use this host's network")
+	fs.IntVar(&o.limits.Processes, "max-processes", 0, "cap each command at `N` processes and threads alive at once; a fork past it fails (0: no cap; needs cgroup containment, or -nats)")
+	fs.Func("memory", "cap each command's memory (RAM and swap) at `SIZE` bytes, or with a suffix: 512M, 2G; past it the OOM killer ends one of its processes (default: no cap; needs cgroup containment, or -nats)", func(v string) (err error) {
+		o.limits.Memory, err = parseBytes(v)
+		return err
+	})
+	fs.Float64Var(&o.limits.CPU, "cpus", 0, "cap each command's CPU time at `N` CPUs' worth, e.g. 0.5 or 2 (0: no cap; needs cgroup containment, or -nats)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -117,6 +129,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("-max-request must be positive")
 	case o.lease <= 0:
 		return bad("-lease must be positive")
+	case o.limits.Processes < 0 || o.limits.CPU < 0:
+		return bad("-max-processes and -cpus must not be negative")
 	case o.natsURL != "" && o.sandbox.On():
 		return bad("-sandbox applies to local commands; with -nats the workers run them")
 	case o.sandbox.Network && !o.sandbox.On():
@@ -166,6 +180,7 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		mcpserver.WithSessionTimeout(o.idleTimeout),
 		mcpserver.WithMaxRequestBytes(o.maxRequest),
 		mcpserver.WithSandbox(o.sandbox),
+		mcpserver.WithLimits(o.limits),
 	}
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
@@ -273,6 +288,23 @@ func handler(srv *mcpserver.Server, o options) http.Handler {
 		mux.Handle(mcpserver.PagePath, guard(http.NotFoundHandler()))
 	}
 	return mux
+}
+
+// parseBytes reads a size: a number of bytes, or one with a binary suffix (K, M,
+// G, T; KiB, MiB, … and KB, MB, … mean the same).
+func parseBytes(v string) (int64, error) {
+	num := strings.TrimRight(strings.TrimSpace(v), "iBb")
+	mult := int64(1)
+	if n := len(num); n > 0 {
+		if i := strings.IndexByte("KMGT", num[n-1]&^0x20); i >= 0 {
+			mult, num = int64(1)<<(10*(i+1)), num[:n-1]
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || f*float64(mult) > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is not a size: want bytes, or a number with K, M, G or T", v)
+	}
+	return int64(f * float64(mult)), nil
 }
 
 // goErr runs f on a goroutine and delivers its error.

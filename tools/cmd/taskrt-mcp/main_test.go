@@ -574,6 +574,9 @@ func TestFlags(t *testing.T) {
 		{"the live page needs HTTP", []string{"-ui"}, "-ui needs -http: the live page is served over HTTP"},
 		{"an unknown flag is refused", []string{"-port", "1"}, "flag provided but not defined: -port"},
 		{"the lease must be positive", []string{"-nats", "nats://127.0.0.1:1", "-lease", "0s"}, "-lease must be positive"},
+		{"the process cap must not be negative", []string{"-max-processes", "-1"}, "-max-processes and -cpus must not be negative"},
+		{"the CPU cap must not be negative", []string{"-cpus", "-0.5"}, "-max-processes and -cpus must not be negative"},
+		{"a memory cap is a size", []string{"-memory", "lots"}, `invalid value "lots" for flag -memory: "lots" is not a size`},
 		{"a sandbox is not silently dropped for remote commands", []string{"-nats", "nats://127.0.0.1:1", "-sandbox", "read-only"}, "-sandbox applies to local commands; with -nats the workers run them"},
 	}
 	for _, tc := range tests {
@@ -588,7 +591,8 @@ func TestFlags(t *testing.T) {
 	t.Run("-h prints the usage and exits 0", func(t *testing.T) {
 		var stderr bytes.Buffer
 		if code := run([]string{"-h"}, os.Stdin, os.Stdout, &stderr, nil); code != 0 || !strings.Contains(stderr.String(), "-idle-timeout") ||
-			!strings.Contains(stderr.String(), "-queue N") || !strings.Contains(stderr.String(), "-global-limit N") || !strings.Contains(stderr.String(), "-start-keys") {
+			!strings.Contains(stderr.String(), "-queue N") || !strings.Contains(stderr.String(), "-global-limit N") || !strings.Contains(stderr.String(), "-start-keys") ||
+			!strings.Contains(stderr.String(), "-max-processes N") || !strings.Contains(stderr.String(), "-memory SIZE") || !strings.Contains(stderr.String(), "-cpus N") {
 			t.Errorf("code %d, stderr %q", code, stderr.String())
 		}
 	})
@@ -601,6 +605,17 @@ func TestFlags(t *testing.T) {
 		{"a bare port binds loopback", "", []string{"-http", ":8080"}, "127.0.0.1:8080", ""},
 		{"the token can come from the environment", "t0k", []string{"-http", "0.0.0.0:8080"}, "0.0.0.0:8080", "t0k"},
 		{"the flag wins over the environment", "t0k", []string{"-http", "[::]:8080", "-token", "flag"}, "[::]:8080", "flag"},
+	}
+	for _, tc := range []struct {
+		arg  string
+		want int64
+	}{{"1048576", 1 << 20}, {"512M", 512 << 20}, {"2G", 2 << 30}, {"64MiB", 64 << 20}, {"1.5g", 3 << 29}, {"256k", 256 << 10}} {
+		t.Run("-memory "+tc.arg, func(t *testing.T) {
+			o, err := parse([]string{"-memory", tc.arg}, io.Discard)
+			if err != nil || o.limits.Memory != tc.want {
+				t.Errorf("-memory %s = %d (%v), want %d", tc.arg, o.limits.Memory, err, tc.want)
+			}
+		})
 	}
 	for _, tc := range parsed {
 		t.Run(tc.name, func(t *testing.T) {
