@@ -7,7 +7,7 @@
 //
 // The tools are package tools' own, unchanged: bash (foreground, or with
 // run_in_background: true a background task) and every tool of tools.TaskTools
-// (task_output, task_list, task_kill, task_wait), with the same names,
+// (task_output, task_list, task_kill, task_wait, task_input, task_watch), with the same names,
 // descriptions, input schemas and result strings.
 // A result that carries a tools.Handle (a background start) returns it as
 // structuredContent beside the text, with the text and the notices appended to the
@@ -25,43 +25,60 @@
 // text of plain results too.
 // Bad arguments and failures are tool errors (isError: true) with the tool's
 // one-line reason; an unknown tool name is a JSON-RPC invalid-params error, as the
-// MCP specification asks. The server's instructions are tools.PromptSection.
+// MCP specification asks.
 //
-// # One owner per session
+// # Owners
 //
-// Each MCP session is an owner agent ("mcp-1", "mcp-2", …) of the Server's
-// runtime, registered when the client initializes and disposed when the session
-// ends: stdio EOF, an HTTP DELETE, the HTTP idle timeout, or Close. Disposal kills
-// every task of the session and waits until its processes are gone; a call still
-// running is cancelled first, so a foreground command dies with its session too, and
-// with its HTTP request when the client disconnects mid-call. Sessions never see
-// each other's tasks: another session's task id reads exactly like an unknown one.
+// Every task belongs to an owner agent of the Server's runtime, and owners never
+// see each other's tasks: another owner's task id reads exactly like an unknown
+// one. Who the owner of a call is:
 //
-// # The sessionless revision
+//   - on a connection served by Serve or Connect (stdio: one client per process),
+//     the connection itself ("mcp-1", "mcp-2", …), registered when it is made:
+//     every call that names no scope acts as it, whatever revision the client
+//     speaks, so a model carries no handle;
+//   - over streamable HTTP, the session (revisions up to 2025-11-25), registered
+//     at initialize;
+//   - a sessionless (2026-07-28) request over HTTP, where nothing else tells two
+//     clients apart, names a scope ("scope-1", …): a handle a background start
+//     mints and returns (in its text and as structuredContent.scope), passed as
+//     the argument scope, with an idle lease (WithSessionTimeout); scope_close
+//     ends it at once. See sessionless.go.
 //
-// Requests of the sessionless revision 2026-07-28 (they name it in their own
-// _meta) are served beside sessions, in their own era: their owner is a scope, a
-// server-minted handle a background start returns (in its text and as
-// structuredContent.scope) and every task tool takes as the argument scope. A
-// scope has an idle lease (WithSessionTimeout); when it lapses, or the tool
-// scope_close ends it, its owner is disposed as a session's is. A request never
-// reaches the other era's owners. See sessionless.go. A newer revision is refused
-// with -32022, whose data lists the revisions served, so that a client falls back.
+// When an owner ends — stdio EOF, an HTTP DELETE, the idle timeout, a lapsed or
+// closed scope, Close — its agent is disposed: every task killed and awaited
+// until its processes are gone; a call still running is cancelled first, so a
+// foreground command dies with its owner too, and with its HTTP request when the
+// client disconnects mid-call. A newer revision than 2026-07-28 is refused with
+// -32022, whose data lists the revisions served, so that a client falls back.
 //
-// # Protocol-level tasks
+// # Protocol tasks
 //
-// A session at 2025-11-25 over stdio or streamable HTTP is also offered MCP's own
-// tasks (SEP-1686): capabilities.tasks, execution.taskSupport "optional" on bash,
-// and tasks/get, tasks/result, tasks/cancel and tasks/list. A task-augmented bash
-// call becomes a taskrt task of the session's owner (bash-N) whose work is the
-// foreground call itself; its MCP task id is random and maps to the runtime's id
-// (given in _meta["taskrt/task_id"]). See tasks.go for the rules, and
-// docs/mcp-revisions.md.
+// A client that can track MCP tasks gets taskrt tasks as MCP tasks (tasks.go):
+//
+//   - 2025-11-25 sessions over stdio or streamable HTTP are offered MCP's own
+//     tasks (SEP-1686): capabilities.tasks, execution.taskSupport "optional" on
+//     bash, and tasks/get, tasks/result, tasks/cancel and tasks/list; a
+//     task-augmented bash call becomes a taskrt task of the session's owner
+//     (bash-N) — its work the foreground call, or with run_in_background the
+//     background task.
+//   - a sessionless client that declares the tasks extension
+//     (io.modelcontextprotocol/tasks, SEP-2663) gets every background start
+//     answered as a task at once, and a foreground bash still running after
+//     WithTaskAfter moved to the background and answered as one. A harness that
+//     tracks such tasks (Claude Code) offers its own stop (tasks/cancel kills),
+//     and wakes an idle session with the result when one ends; taskrt's own
+//     notice for that task is never sent, and the result is what task_output
+//     returns then, so nothing reaches the model twice.
+//
+// The protocol id is the runtime id itself on a connection ("bash-3": the model
+// names it to every task tool), and "bash-3.<secret>" over HTTP (130 random
+// bits; a scope's handle), which the task tools take as well.
 //
 // # Notices
 //
 // An MCP client does not add text to its model's context on its own, so a
-// completion notice is delivered on two paths. It is appended to the session's next
+// completion notice is delivered on two paths. It is appended to the owner's next
 // tool result, whichever tool that is, exactly once, in every part of the result a
 // client may show the model: as an extra text content item, and, on a result with
 // structuredContent, in its "notices" too — unless the model saw the task's end in
@@ -70,7 +87,9 @@
 // carries none: the client drops it, so the notices wait for the next result. And it is sent at
 // once as a notifications/message log message (logger "taskrt", level info), a
 // courtesy for clients that set a log level and show logs. Notices still pending
-// when a session ends end with it.
+// when an owner ends end with it. The server's instructions (tools.PromptSection,
+// and a paragraph on this) tell the model to call task_list before it ends its
+// turn while tasks run: a harness without protocol tasks cannot be woken.
 //
 // # Progress
 //
