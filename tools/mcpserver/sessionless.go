@@ -173,7 +173,7 @@ func (s *Server) scopePolicy() string {
 	if idle := s.cfg.sessionTimeout; idle > 0 {
 		lapse = fmt.Sprintf("until %s pass without a request naming it, or scope_close ends it; then every task of it is killed", idle)
 	}
-	return "The scope handle a background start returned (structuredContent.scope). A background bash without scope mints a new scope; " +
+	return "The scope handle a background start returned (structuredContent.scope; where your harness showed a task id as <id>.<scope>, the part after the dot). A background bash without scope mints a new scope; " +
 		"a scope owns its tasks " + lapse + ". A wrong or unknown scope owns nothing. " +
 		"There is no session: the notice that one of its tasks finished comes only on the result of a later call naming the scope, " +
 		"so pass it on every call (a call without it neither reaches its tasks nor carries their notices)."

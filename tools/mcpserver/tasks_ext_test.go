@@ -99,7 +99,7 @@ func TestTasksExtension(t *testing.T) {
 				t.Errorf("created = %+v, want bash-1, in a scope over HTTP only", created)
 			}
 			shown := created.TaskID // what a harness shows the model
-			list := c.scopedTool("task_list", map[string]any{"task_id": shown}).texts
+			var list []string
 			if c.http == nil {
 				list = c.scopedTool("task_list", map[string]any{}).texts
 			} else {
