@@ -27,7 +27,7 @@ type rpc struct {
 	// stdio
 	w       io.WriteCloser
 	serving *serving
-	mu      sync.Mutex                   // protects waiting and notes
+	mu      sync.Mutex                   // protects next, waiting and notes
 	waiting map[int]chan json.RawMessage // responses by id
 	notes   map[string][]json.RawMessage // notifications by method
 	noted   chan struct{}                // closed and replaced on every notification
@@ -114,8 +114,10 @@ func (c *rpc) end() {
 // send sends a request and returns a channel for its response.
 func (c *rpc) send(method, params string) (int, <-chan json.RawMessage) {
 	c.t.Helper()
+	c.mu.Lock() // a client may send from several goroutines (claudeLike's pollers)
 	c.next++
 	id := c.next
+	c.mu.Unlock()
 	var headers []func(*http.Request)
 	if c.sessionless != "" {
 		rest := strings.TrimPrefix(strings.TrimSpace(params), "{")
@@ -165,9 +167,10 @@ func (c *rpc) send(method, params string) (int, <-chan json.RawMessage) {
 	}
 	c.mu.Lock()
 	c.waiting[id] = ch
+	_, err := io.WriteString(c.w, body+"\n") // one request per write, whole
 	c.mu.Unlock()
-	if _, err := io.WriteString(c.w, body+"\n"); err != nil {
-		c.t.Fatal(err)
+	if err != nil {
+		c.t.Error(err)
 	}
 	return id, ch
 }
