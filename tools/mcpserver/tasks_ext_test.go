@@ -228,7 +228,7 @@ func TestTasksExtension(t *testing.T) {
 			if got := c.awaitExtDone(created.TaskID); got.Status != "cancelled" || got.Result != nil {
 				t.Errorf("tasks/get after the cancel = %+v, want cancelled, no result", got)
 			}
-			if got := c.scopedTool("task_output", map[string]any{"task_id": created.TaskID}).texts; !slices.Equal(got, []string{"[status: killed, signal: SIGTERM]"}) {
+			if got := c.scopedTool("task_output", map[string]any{"task_id": created.TaskID, "wait": true}).texts; !slices.Equal(got, []string{"[status: killed, signal: SIGTERM]"}) {
 				t.Errorf("task_output after the client's cancel = %q, want the task killed as task_kill does", got)
 			}
 		})
