@@ -47,7 +47,13 @@ import (
 const DefaultTaskAfter = 5 * time.Second
 
 const (
-	tasksExtension         = "io.modelcontextprotocol/tasks"
+	tasksExtension = "io.modelcontextprotocol/tasks"
+	// metaAgentTask is Claude Code's _meta key on a CreateTaskResult: its
+	// modelImmediateResponse is the one text of the server's the model is shown
+	// beside Claude Code's own (in an <mcp-server-note>, at most 20,000
+	// characters); other clients ignore it.
+	metaAgentTask          = "com.anthropic/agent-task"
+	maxImmediateResponse   = 20000
 	codeMissingCapability  = -32021
 	missingCapabilityError = "Missing required client capability"
 )
@@ -112,7 +118,23 @@ func (s *Server) extStart(callCtx, ctx context.Context, c *call, args json.RawMe
 	if pt == nil {
 		return s.answer(ctx, c, r), nil
 	}
-	return pt.extInfo("task"), nil
+	info := pt.extInfo("task")
+	info.Meta[metaAgentTask] = map[string]string{"modelImmediateResponse": immediateResponse(r.Text, pt)}
+	return info, nil
+}
+
+// immediateResponse is what the model is told of a start answered as a task,
+// beside its harness's own text: the start's text (or a moved command's output so
+// far), and over HTTP how the task's id names its scope. A harness shows the
+// protocol id, which is the runtime id on a connection.
+func immediateResponse(text string, pt *protoTask) string {
+	if pt.owner.isScope() {
+		text += fmt.Sprintf("\nIts id here is %s: task_output, task_wait, task_watch, task_input and task_kill take it as task_id, and task_list takes scope %s.", pt.id, pt.owner.handle)
+	}
+	if len(text) > maxImmediateResponse { // keep the end: the status and the id
+		text = "…" + strings.ToValidUTF8(text[len(text)-maxImmediateResponse+len("…"):], "")
+	}
+	return text
 }
 
 // extForeground runs a foreground bash of a client with the extension: moved to
