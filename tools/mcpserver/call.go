@@ -217,26 +217,13 @@ func (s *Server) answer(ctx context.Context, c *call, r tools.Result) mcp.Result
 }
 
 // complete is a sessionless tools/call result: resultType "complete", which the
-// revision requires (the SDK's CallToolResult keeps it unexported, set only from
-// the wire).
-func complete(res *mcp.CallToolResult) *mcp.CallToolResult {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return res
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil {
-		return res
-	}
-	m["resultType"] = json.RawMessage(`"complete"`)
-	if b, err = json.Marshal(m); err != nil {
-		return res
-	}
-	out := &mcp.CallToolResult{}
-	if json.Unmarshal(b, out) != nil {
-		return res
-	}
-	return out
+// revision requires (the SDK's CallToolResult keeps it unexported, set only by
+// its own tool dispatch, which callTool stands in for).
+func complete(res *mcp.CallToolResult) mcp.Result {
+	return &patched{Result: res, patch: func(m map[string]json.RawMessage) error {
+		m["resultType"] = json.RawMessage(`"complete"`)
+		return nil
+	}}
 }
 
 // scopeOfTaskIDs is the scope a sessionless call names through the task ids it

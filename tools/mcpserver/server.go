@@ -511,6 +511,9 @@ func (s *Server) toolHandler(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if err != nil {
 		return nil, err
 	}
+	if p, ok := res.(*patched); ok {
+		res = p.Result
+	}
 	if r, ok := res.(*mcp.CallToolResult); ok {
 		return r, nil
 	}
