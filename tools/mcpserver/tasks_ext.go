@@ -90,10 +90,12 @@ type ackResult struct {
 	ResultType string `json:"resultType"`
 }
 
-func (pt *protoTask) extInfo(resultType string) *extTaskInfo {
+// extInfo is the task on the wire. ended says whether the work had ended when
+// the caller looked: a status of completed comes with its result, so while the
+// end is still being recorded the task reads working.
+func (pt *protoTask) extInfo(resultType string, ended bool) *extTaskInfo {
 	info := pt.info()
-	if info.Status != taskWorking && info.Status != taskCancelled && !pt.isEnded() {
-		// Its end is being recorded: completed comes with its result.
+	if info.Status != taskWorking && info.Status != taskCancelled && !ended {
 		info.Status = taskWorking
 	}
 	meta := mcp.Meta{metaRuntimeID: string(pt.rid)}
@@ -118,7 +120,7 @@ func (s *Server) extStart(callCtx, ctx context.Context, c *call, args json.RawMe
 	if pt == nil {
 		return s.answer(ctx, c, r), nil
 	}
-	info := pt.extInfo("task")
+	info := pt.extInfo("task", false)
 	info.Meta[metaAgentTask] = map[string]string{"modelImmediateResponse": immediateResponse(r.Text, pt)}
 	return info, nil
 }
@@ -215,7 +217,7 @@ func (s *Server) findExtTask(req mcp.Request, id string) (*owner, *protoTask) {
 // extGet answers tasks/get: the task, with its result inlined once it ended.
 func (s *Server) extGet(ctx context.Context, o *owner, pt *protoTask, extra *mcp.RequestExtra) (mcp.Result, error) {
 	if !pt.isEnded() {
-		return pt.extInfo("complete"), nil
+		return pt.extInfo("complete", false), nil
 	}
 	callCtx, done, err := o.callContext(ctx, extra)
 	if err != nil {
@@ -226,7 +228,7 @@ func (s *Server) extGet(ctx context.Context, o *owner, pt *protoTask, extra *mcp
 	if err != nil {
 		return nil, err
 	}
-	info := pt.extInfo("complete")
+	info := pt.extInfo("complete", true)
 	if info.Status != taskCancelled {
 		info.Result = res
 	}
