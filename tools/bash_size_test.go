@@ -21,7 +21,7 @@ func bashCall(t *testing.T, command string, background bool) json.RawMessage {
 	return raw
 }
 
-// Issue 15 item 3: a command past the kernel's 128 KiB argument limit runs; one
+// A command past the kernel's 128 KiB argument limit runs; one
 // past the 1 MiB cap, or with a NUL byte, is a tool error of one short line that
 // says why and does not repeat the command.
 func TestBashCommandSizes(t *testing.T) {

@@ -16,11 +16,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The issue-12 survivor: a process of the task that has left the session and is in
-// the middle of execve shows an empty environment for a while (first with an empty
+// The execve-window survivor: a process of the task that has left the session and is
+// in the middle of execve shows an empty environment for a while (first with an empty
 // command line too, then, while the kernel copies the environment pointers, with its
-// new command line already complete). Sweep mode took it for an `env -i` process,
-// found no marker, and let it live. These tests widen that window with a large
+// new command line already complete). Sweep mode must not take it for an `env -i`
+// process without a marker and let it live. These tests widen that window with a large
 // environment (50,000 entries) so that they hit it reliably.
 
 // bigEnv is a large environment, to make execve's copying of it last.
@@ -112,7 +112,8 @@ func TestAProcessInsideExecveIsNeverTakenForAnUnmarkedOne(t *testing.T) {
 
 // End to end: the leader exits while its escaped child is inside execve, at delays
 // spread over the window; the sweep must find and kill the child every time.
-// Before the fix this left a survivor in 4 of 60 runs on an idle machine.
+// Without markerOf's stat check a survivor is left in about 4 of 60 runs on an idle
+// machine.
 func TestAnEscapeCaughtInsideExecveIsStillKilled(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)

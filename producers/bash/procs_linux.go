@@ -304,10 +304,10 @@ func readAt(dirfd int, path string, buf []byte) ([]byte, bool) {
 // moment its new memory map replaces the old one until the kernel has laid out the
 // new environment, /proc/PID/environ reads empty, and during the last part of that,
 // the copying of the environment pointers, its command line is already complete.
-// Taking such a process for one whose environment is really empty (`env -i`) lost
-// escapes under load (issue 12). An empty environment is therefore believed only
-// when the same stat snapshot shows the process sleeping or stopped (S, T, t): a
-// process inside execve is running or in uninterruptible wait (R, D).
+// Taking such a process for one whose environment is really empty (`env -i`) lets
+// it escape, and under load the window is hit. An empty environment is therefore
+// believed only when the same stat snapshot shows the process sleeping or stopped
+// (S, T, t): a process inside execve is running or in uninterruptible wait (R, D).
 //
 // The environment is read in one read(2): the kernel holds the memory map for the
 // whole call, so the text comes from one program image. Several reads could

@@ -112,8 +112,8 @@ wait:
 
 // RunProgress is RunWithProgress with the interval and the report as arguments.
 //
-// Deprecated: use RunWithProgress, whose Progress keeps the interval away from the
-// timeout it used to sit next to.
+// Deprecated: use RunWithProgress: its Progress names the interval, which here is a
+// second time.Duration right after the timeout, easily swapped with it.
 func (p *Producer) RunProgress(ctx context.Context, c Command, timeout, interval time.Duration, progress func(n int, line string)) (Result, error) {
 	return p.RunWithProgress(ctx, c, timeout, Progress{Every: interval, Report: progress})
 }

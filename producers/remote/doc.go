@@ -101,7 +101,8 @@
 //     the same rate (not that they agree).
 //   - The lease bucket lives in memory on the NATS server (one replica unless
 //     WithReplicas): if that server restarts, every lease ends and every remote
-//     task of every node fails. Issue 26 covers a replicated store and faults.
+//     task of every node fails. WithReplicas(3) on a cluster replicates it; the
+//     store's faults are in docs/remote-faults.md.
 //   - Output a worker's buffer dropped (past its memory and spill cap) is missing
 //     on the owner too; the read says how many bytes.
 package remote

@@ -1,4 +1,5 @@
-// Command taskrt-killstorm measures the bash producer's containment (issue 12).
+// Command taskrt-killstorm measures the bash producer's containment: what it adds
+// to one command, and whether a storm of disposals leaves anything behind.
 //
 // The kill storm: -tasks bash tasks over -owners agents through the runtime, half
 // of them `trap ” TERM; setsid sleep N & sleep N` (they ignore SIGTERM and leave a

@@ -20,7 +20,7 @@ import (
 	"github.com/taskrt/taskrt/producers/bash"
 )
 
-// The containment figures (issue 12) measure what the bash producer's containment
+// The containment figures measure what the bash producer's containment
 // costs: a short command from start to settlement in each mode next to plain
 // os/exec, on an idle machine and with many idle processes on it (sweep mode scans
 // /proc, whose cost grows with every process on the machine; cgroup mode reads

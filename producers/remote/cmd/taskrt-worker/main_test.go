@@ -31,7 +31,7 @@ import (
 )
 
 // runs is how many times each crash scenario runs; above 1 the test logs the
-// figures (p50, max) the issue asks for: go test -run Crash -runs 10 -v.
+// figures (p50, max) docs/remote.md gives: go test -run Crash -runs 10 -v.
 var runs = flag.Int("runs", 1, "times each crash scenario runs (figures are logged)")
 
 // The helper processes the tests run: this test binary re-executed.
