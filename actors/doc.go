@@ -22,7 +22,7 @@
 //
 //	runtime (registry.go)          open → closing → stopping → stopped
 //	agent (registry_agents.go)     open → awaitingStarts → cleaning → tearingDown → awaitingChildren → stopping → gone
-//	task actor (task.go)           running → stopping → settled (then stopped: Release runs)
+//	task actor (task.go)           queued → running → stopping → settled (then stopped: Release runs)
 //
 // An agent's phase is the registry's; the agent actor (agent.go) carries out the
 // command each phase sends on entry — runCleanups, tearDownTasks, stopAgent — and

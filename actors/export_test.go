@@ -55,3 +55,30 @@ func RecordingAllocs(mp metric.MeterProvider) (float64, error) {
 	record()
 	return testing.AllocsPerRun(100, record), nil
 }
+
+// WithRuleHook calls hook on a task actor's goroutine each time its transition
+// applies a rule of the task machine, with the rule's name.
+func WithRuleHook(hook func(task messages.TaskID, rule string)) Option {
+	return optionFunc(func(c *config) { c.ruleHook = hook })
+}
+
+// TaskRules lists the rules of the task machine: each one's name, the phases it
+// applies from and the phase it leads to.
+func TaskRules() (rules []struct {
+	Name string
+	From []string
+	To   string
+}) {
+	for _, r := range taskRules {
+		var from []string
+		for _, p := range r.from {
+			from = append(from, p.String())
+		}
+		rules = append(rules, struct {
+			Name string
+			From []string
+			To   string
+		}{r.name, from, r.to.String()})
+	}
+	return rules
+}

@@ -43,9 +43,10 @@ type config struct {
 
 	meters metric.MeterProvider // nil: no metrics
 
-	registryHook func(msg any)                         // tests only: called before the registry handles msg
-	agentHook    func(agent messages.AgentID, msg any) // tests only: called before an agent actor handles msg
-	taskHook     func(task messages.TaskID, msg any)   // tests only: called as a task actor handles msg (Started: once it announced itself)
+	registryHook func(msg any)                           // tests only: called before the registry handles msg
+	agentHook    func(agent messages.AgentID, msg any)   // tests only: called before an agent actor handles msg
+	taskHook     func(task messages.TaskID, msg any)     // tests only: called as a task actor handles msg (Started: once it announced itself)
+	ruleHook     func(task messages.TaskID, rule string) // tests only: called as a task's transition applies a rule
 }
 
 func defaultConfig() config {

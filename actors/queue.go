@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -241,10 +240,6 @@ func (r *registry) queuePosition(ctx actor.Context, m *queuePosition) {
 
 // ---- task actor ----
 
-// phaseQueued is a queued task's phase, before phaseRunning: it waits for a slot, then
-// for its Run.
-const phaseQueued taskPhase = -1
-
 // queuedStart is a queued task's start, on its actor: Run, called once the registry
 // hands it a slot, and what arrived while Run ran.
 type queuedStart struct {
@@ -285,8 +280,8 @@ func (t *task) receiveQueued(ctx actor.Context) bool {
 			q.kills = append(q.kills, pendingKill{sender: ctx.Sender(), reason: m.Reason})
 			return true
 		}
-		t.report(ctx)
-		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Killed, Detail: "never started: killed while queued"})
+		t.markReported() // carried by the settlement
+		t.transition(ctx, killedWhileQueued, messages.Outcome{Status: messages.Killed, Detail: "never started: killed while queued"})
 		ctx.Respond(&messages.KillReply{Result: messages.KillRequested})
 	case *teardown:
 		t.moreOf().teardownBy = ctx.Sender()
@@ -294,8 +289,8 @@ func (t *task) receiveQueued(ctx actor.Context) bool {
 			q.teardown = m.reason
 			return true
 		}
-		t.report(ctx)
-		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Killed, Detail: "never started: " + m.reason})
+		t.markReported() // carried by the settlement
+		t.transition(ctx, killedWhileQueued, messages.Outcome{Status: messages.Killed, Detail: "never started: " + m.reason})
 	case *watchTask:
 		ctx.Respond(&errReply{err: fmt.Errorf("%w: %s is queued: watch it once it runs", messages.ErrInvalidArgument, t.snap.ID)})
 		t.toRegistry(ctx, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
@@ -313,9 +308,9 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 	if m.err != nil {
 		t.rt.log.Warn("taskrt: a queued task's start failed", "task", t.snap.ID, "err", m.err)
 		if q.teardown != "" || len(q.kills) > 0 {
-			t.report(ctx)
+			t.markReported() // carried by the settlement
 		}
-		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: "start failed: " + oneLineErr(m.err)})
+		t.transition(ctx, queuedStartFailed, messages.Outcome{Status: messages.Failed, Detail: "start failed: " + oneLineErr(m.err)})
 		for _, k := range q.kills {
 			ctx.Send(k.sender, &messages.KillReply{Result: messages.KillAlreadyTerminal})
 		}
@@ -323,10 +318,7 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 		return
 	}
 	t.hooks = m.hooks
-	t.phase = phaseRunning
-	t.snap.Status = messages.Running
-	t.snap.Started = time.Now()
-	t.toRegistry(ctx, &taskChanged{snap: t.snap})
+	t.transition(ctx, queuedStarted, messages.Outcome{})
 	t.watchOutput()
 	t.watchDone(ctx)
 	for _, k := range q.kills {

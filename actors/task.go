@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,21 +19,26 @@ import (
 // (taskChanged, taskSettled) before the caller that caused it is answered, so a Get
 // that follows a reply always sees the change.
 //
-// Its life, in phases (transition is the only place the phase changes):
+// Its life is the task machine below: transition is the only place its phase and
+// its status change, and every arrow is a rule (taskRule) named after what it
+// implements; docs and other files link here rather than draw it again.
 //
-//	          killAccepted (Cancel returned nil)
-//	          teardownBegan (before Cancel is called)
-//	running ─────────────────────────────────────▶ stopping
-//	   │                                              │
-//	   │ outcomeDelivered, doneClosedEmpty            │ outcomeDelivered, doneClosedEmpty,
-//	   │                                              │ teardownCancelFailed, settleTimedOut
-//	   ▼                                              ▼
-//	settled ◀─────────────────────────────────────────┘
+//	               queuedStarted (the registry gave it a slot; Run returned hooks)
+//	queued ───────────────────────────────────────────────▶ running
+//	  │ killedWhileQueued (kill, teardown: nothing ran)        │  │
+//	  │ queuedStartFailed (Run failed)                         │  │ killAccepted (a kill's Cancel returned nil)
+//	  │ runtimePanicked                                        │  │ teardownBegan (before teardown's Cancel)
+//	  │                                                        │  ▼
+//	  │                       outcomeDelivered, contractBroken │ stopping
+//	  │                       runtimePanicked                  │  │ outcomeDelivered, contractBroken,
+//	  ▼                                                        ▼  ▼ teardownCancelFailed, settleTimedOut, runtimePanicked
+//	settled ◀─────────────────────────────────────────────────────┘
 //
-// settled is the last phase: the record is then dropped (evicted by retention, owner
-// disposed, runtime closed) by stopping the actor, whose Stopped handler runs the
-// producer's Release once every producer call returned (stopped). That is the end
-// of the actor, not a phase of it.
+// A task started at once begins running; one queued at its owner's cap
+// (WithQueue) begins queued, with status queued. settled is the last phase: the
+// record is then dropped (evicted by retention, owner disposed, runtime closed) by
+// stopping the actor, whose Stopped handler runs the producer's Release once every
+// producer call returned. That is the end of the actor, not a phase of it.
 //
 // The Done channel is watched off the mailbox (donewatch.go), which sends the
 // outcome home, and Cancel runs on a goroutine that sends its result home, so no
@@ -122,10 +128,15 @@ func (t *task) killsInFlight() int {
 type taskPhase int
 
 const (
-	phaseRunning  taskPhase = iota // the producer's work is live
+	phaseQueued   taskPhase = iota // waiting for a slot, then for its Run (queue.go)
+	phaseRunning                   // the producer's work is live
 	phaseStopping                  // cancel accepted or teardown begun; awaiting Done
 	phaseSettled                   // terminal; serves reads until the actor stops
 )
+
+func (p taskPhase) String() string {
+	return [...]string{"queued", "running", "stopping", "settled"}[p]
+}
 
 // waiter is one pending WaitTask.
 type waiter struct {
@@ -134,29 +145,69 @@ type waiter struct {
 	timer *time.Timer
 }
 
-// The transitions of a task, each named after the rule it implements.
-type taskTransition int
+// taskRule is an arrow of the task machine, named after the rule it implements.
+type taskRule int
 
 const (
+	// queuedStarted: a queued task the registry gave a slot runs once its Run
+	// returned hooks (queued → running).
+	queuedStarted taskRule = iota
+	// queuedStartFailed: a queued task whose Run failed settles failed ("start
+	// failed: …"), without having run (queued → settled).
+	queuedStartFailed
+	// killedWhileQueued: a kill or a teardown of a queued task settles it killed
+	// ("never started: …"), and nothing runs (queued → settled).
+	killedWhileQueued
 	// killAccepted: a kill whose Cancel returned nil moves running → stopping; a
 	// failing Cancel leaves the task untouched (docs/semantics.md, rule 6).
-	killAccepted taskTransition = iota
+	killAccepted
 	// teardownBegan: teardown (dispose, close) moves running → stopping before the
 	// producer's Cancel is called, so no observer sees running once the producer was
 	// asked to stop (docs/semantics.md, rule 4).
 	teardownBegan
-	// outcomeDelivered: the first outcome Done delivers settles the task (docs/semantics.md, rule 4).
+	// outcomeDelivered: the first terminal outcome Done delivers settles the task
+	// (docs/semantics.md, rule 4).
 	outcomeDelivered
-	// doneClosedEmpty: Done closed without an outcome is a producer contract violation
-	// that fails the task (docs/semantics.md, rule 12).
-	doneClosedEmpty
-	// teardownCancelFailed: a Cancel that errors during teardown force-fails the task,
-	// and teardown goes on (docs/semantics.md, rule 12).
+	// contractBroken: Done closed without an outcome, or with a non-terminal one, is
+	// a producer contract violation that fails the task (docs/semantics.md, rule 12).
+	contractBroken
+	// teardownCancelFailed: a Cancel that errors during teardown force-fails the
+	// task, and teardown goes on (docs/semantics.md, rule 12).
 	teardownCancelFailed
 	// settleTimedOut: a torn-down task that does not settle within SettleTimeout is
 	// recorded failed as abandoned (docs/semantics.md, rule 10).
 	settleTimedOut
+	// runtimePanicked: a panic in the runtime's own code on the task's actor records
+	// the task failed ("runtime panic: …") rather than restart it: a restart would
+	// run the work again.
+	runtimePanicked
 )
+
+// taskRules are the arrows: from which phases each rule applies, and where it
+// leads. transition refuses a rule from any other phase.
+var taskRules = [...]struct {
+	name string
+	from []taskPhase
+	to   taskPhase
+}{
+	queuedStarted:        {"queuedStarted", []taskPhase{phaseQueued}, phaseRunning},
+	queuedStartFailed:    {"queuedStartFailed", []taskPhase{phaseQueued}, phaseSettled},
+	killedWhileQueued:    {"killedWhileQueued", []taskPhase{phaseQueued}, phaseSettled},
+	killAccepted:         {"killAccepted", []taskPhase{phaseRunning}, phaseStopping},
+	teardownBegan:        {"teardownBegan", []taskPhase{phaseRunning}, phaseStopping},
+	outcomeDelivered:     {"outcomeDelivered", []taskPhase{phaseRunning, phaseStopping}, phaseSettled},
+	contractBroken:       {"contractBroken", []taskPhase{phaseRunning, phaseStopping}, phaseSettled},
+	teardownCancelFailed: {"teardownCancelFailed", []taskPhase{phaseStopping}, phaseSettled},
+	settleTimedOut:       {"settleTimedOut", []taskPhase{phaseStopping}, phaseSettled},
+	runtimePanicked:      {"runtimePanicked", []taskPhase{phaseQueued, phaseRunning, phaseStopping}, phaseSettled},
+}
+
+func (r taskRule) String() string { return taskRules[r].name }
+
+// applies reports whether rule r applies to a task in phase p.
+func (r taskRule) applies(p taskPhase) bool {
+	return slices.Contains(taskRules[r].from, p)
+}
 
 // taskSpawner spawns the task actors of one spawning actor (the registry for unowned
 // tasks, an agent actor for its own) from one Props made once: the actor to start is
@@ -211,7 +262,7 @@ func newTaskSpawner(rt *Runtime, inline bool) *taskSpawner {
 // newTask makes a task actor's state; a queued task (run set) starts in phaseQueued
 // and calls run when the registry hands it a slot (queue.go).
 func newTask(rt *Runtime, snap messages.Snapshot, hooks messages.Hooks, run func() (messages.Hooks, error), starter *actor.PID) *task {
-	t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter}
+	t := &task{rt: rt, snap: snap, hooks: hooks, starter: starter, phase: phaseRunning}
 	if run != nil {
 		t.phase, t.queue = phaseQueued, &queuedStart{run: run}
 	}
@@ -246,7 +297,7 @@ func (t *task) Receive(ctx actor.Context) {
 	// could never be what a background task wants).
 	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
-		t.transition(ctx, outcomeDelivered, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
+		t.transition(ctx, runtimePanicked, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
 		if t.spawning != nil && t.spawning.pid != nil {
 			t.flushSpawning(ctx) // a panic in Started after the announcement was made
 		}
@@ -350,7 +401,7 @@ func (t *task) receive(ctx actor.Context) {
 		t.inputGraceOver(ctx)
 	case *settleTimeout:
 		t.overdue = true
-		if t.phase != phaseSettled {
+		if settleTimedOut.applies(t.phase) {
 			t.rt.nAbandoned.Add(1)
 			t.rt.metrics.abandoned.Add(bg, 1)
 			t.rt.log.Error("taskrt: task did not settle after cancel; abandoned", "task", t.snap.ID, "after", t.rt.cfg.settleTimeout)
@@ -367,9 +418,12 @@ func (t *task) receive(ctx actor.Context) {
 
 // beginTeardown cancels the task for its owner's disposal or the runtime's close.
 func (t *task) beginTeardown(ctx actor.Context, reason string) {
-	// Teardown marks the task reported: no notice goes to a dying owner.
-	t.report(ctx)
-	t.transition(ctx, teardownBegan, messages.Outcome{})
+	// Teardown marks the task reported: no notice goes to a dying owner. The mark
+	// rides on the transition's message, or goes alone when the task is stopping
+	// already (a kill in flight).
+	if t.markReported() && !t.transition(ctx, teardownBegan, messages.Outcome{}) {
+		t.toRegistry(ctx, &taskChanged{snap: t.snap})
+	}
 	if mo := t.moreOf(); mo.settleT == nil {
 		self, rt := t.self, t.rt
 		mo.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
@@ -377,62 +431,73 @@ func (t *task) beginTeardown(ctx actor.Context, reason string) {
 	t.cancelAsync(reason, nil)
 }
 
-// transition is the only place the task's phase and status change. It returns
-// false when the transition does not apply (the task already settled: the first
-// settled outcome wins, and a terminal snapshot is immutable but for Reported).
-func (t *task) transition(ctx actor.Context, tr taskTransition, o messages.Outcome) bool {
-	switch tr {
-	case killAccepted, teardownBegan:
-		if t.phase != phaseRunning {
-			return false
-		}
-		t.phase = phaseStopping
+// transition is the only place the task's phase and status change: it applies
+// rule r with outcome o (the settled status and detail, for a rule that settles)
+// and tells the registry, once, in one message that carries every change made
+// before it (Reported included). It returns false when r does not apply from the
+// task's phase (the first settled outcome wins; a terminal snapshot is immutable
+// but for Reported).
+func (t *task) transition(ctx actor.Context, r taskRule, o messages.Outcome) bool {
+	if !r.applies(t.phase) {
+		return false
+	}
+	if hook := t.rt.cfg.ruleHook; hook != nil {
+		hook(t.snap.ID, r.String())
+	}
+	t.phase = taskRules[r].to
+	switch t.phase {
+	case phaseRunning:
+		t.snap.Status = messages.Running
+		t.snap.Started = time.Now()
+		t.toRegistry(ctx, &taskChanged{snap: t.snap})
+	case phaseStopping:
 		t.snap.Status = messages.Stopping
 		if mo := t.moreOf(); mo.stopAt.IsZero() { // a kill's stop began when it was asked for (cancelAsync)
 			mo.stopAt = time.Now()
 		}
 		t.toRegistry(ctx, &taskChanged{snap: t.snap})
 		t.failQueuedInputs(ctx)
-		return true
-	default: // outcomeDelivered, doneClosedEmpty, teardownCancelFailed, settleTimedOut
-		if t.phase == phaseSettled {
-			return false
-		}
-		t.phase = phaseSettled
-		t.snap.Status = o.Status
-		t.snap.Detail = o.Detail
-		t.snap.Finished = time.Now()
-		if at := t.stopBegan(); !at.IsZero() {
-			t.rt.metrics.taskStopped(t.snap.Kind, t.snap.Finished.Sub(at))
-		}
-		if !t.streams() {
-			t.output = o.Output
-		}
-		// A wait pending at settlement returns the terminal state, and a kill in
-		// flight answers for it: either way the model learns of the end.
-		if t.liveWaiters() > 0 || t.killsInFlight() > 0 {
-			t.markReported()
-		}
-		t.stopWatch()
-		t.endWatches() // after a last scan: their notices come before the completion notice
-		var size int64
-		if out := t.stream(); out != nil {
-			size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
-		}
-		t.toRegistry(ctx, &taskSettled{id: t.snap.ID, status: t.snap.Status, detail: t.snap.Detail, finished: t.snap.Finished,
-			reported: t.snap.Reported, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
-		for _, w := range t.waiters {
-			w.timer.Stop()
-			if t.rt.alive(w.pid) { // a requester that gave up gets nothing
-				ctx.Send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
-			}
-		}
-		t.waiters = nil
-		t.endUntils(ctx, messages.UntilEnded)
-		t.failQueuedInputs(ctx)
-		t.answerTeardown(ctx)
-		return true
+	case phaseSettled:
+		t.settle(ctx, o)
 	}
+	return true
+}
+
+// settle is the settled phase's entry: the outcome recorded, the registry told,
+// and everyone waiting on the end answered.
+func (t *task) settle(ctx actor.Context, o messages.Outcome) {
+	t.snap.Status = o.Status
+	t.snap.Detail = o.Detail
+	t.snap.Finished = time.Now()
+	if at := t.stopBegan(); !at.IsZero() {
+		t.rt.metrics.taskStopped(t.snap.Kind, t.snap.Finished.Sub(at))
+	}
+	if !t.streams() {
+		t.output = o.Output
+	}
+	// A wait pending at settlement returns the terminal state, and a kill in
+	// flight answers for it: either way the model learns of the end.
+	if t.liveWaiters() > 0 || t.killsInFlight() > 0 {
+		t.markReported()
+	}
+	t.stopWatch()
+	t.endWatches() // after a last scan: their notices come before the completion notice
+	var size int64
+	if out := t.stream(); out != nil {
+		size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
+	}
+	t.toRegistry(ctx, &taskSettled{id: t.snap.ID, status: t.snap.Status, detail: t.snap.Detail, finished: t.snap.Finished,
+		reported: t.snap.Reported, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
+	for _, w := range t.waiters {
+		w.timer.Stop()
+		if t.rt.alive(w.pid) { // a requester that gave up gets nothing
+			ctx.Send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
+		}
+	}
+	t.waiters = nil
+	t.endUntils(ctx, messages.UntilEnded)
+	t.failQueuedInputs(ctx)
+	t.answerTeardown(ctx)
 }
 
 // toRegistry tells the registry m. While Started runs, the task's announcement
@@ -480,11 +545,11 @@ func (t *task) outcome(ctx actor.Context, m *outcomeMsg) {
 	switch {
 	case !m.ok:
 		t.rt.log.Error("taskrt: producer contract violation: Done closed without an outcome", "task", t.snap.ID)
-		t.transition(ctx, doneClosedEmpty, messages.Outcome{Status: messages.Failed,
+		t.transition(ctx, contractBroken, messages.Outcome{Status: messages.Failed,
 			Detail: "producer contract violation: Done closed without an outcome"})
 	case !m.outcome.Status.Terminal():
 		t.rt.log.Error("taskrt: producer contract violation: non-terminal outcome", "task", t.snap.ID, "status", m.outcome.Status)
-		t.transition(ctx, doneClosedEmpty, messages.Outcome{Status: messages.Failed,
+		t.transition(ctx, contractBroken, messages.Outcome{Status: messages.Failed,
 			Detail: fmt.Sprintf("producer contract violation: outcome status %q is not terminal", m.outcome.Status)})
 	default:
 		t.transition(ctx, outcomeDelivered, m.outcome)
@@ -561,7 +626,7 @@ func (t *task) cancelAsync(reason string, sender *actor.PID) {
 func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 	t.calls.taken()
 	if r.teardown() {
-		if r.err != nil && t.phase != phaseSettled {
+		if r.err != nil && teardownCancelFailed.applies(t.phase) {
 			t.rt.log.Error("taskrt: cancel failed during teardown", "task", t.snap.ID, "err", r.err)
 			t.transition(ctx, teardownCancelFailed, messages.Outcome{Status: messages.Failed,
 				Detail: fmt.Sprintf("cancel threw during teardown; work may be orphaned: %v", r.err)})
@@ -586,8 +651,11 @@ func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 		}
 		ctx.Send(r.sender, &messages.KillReply{Err: fmt.Errorf("%w for task %s: %w", messages.ErrCancelFailed, t.snap.ID, r.err)})
 	default:
-		t.report(ctx)
-		t.transition(ctx, killAccepted, messages.Outcome{})
+		// The kill shows the model the task's end: reported, in the transition's
+		// message (or alone, when a teardown moved it to stopping first).
+		if t.markReported() && !t.transition(ctx, killAccepted, messages.Outcome{}) {
+			t.toRegistry(ctx, &taskChanged{snap: t.snap})
+		}
 		ctx.Send(r.sender, &messages.KillReply{Result: messages.KillRequested})
 	}
 	t.answerTeardown(ctx)

@@ -8,16 +8,10 @@
 // in the actor runtime. Nothing in it holds a process handle: tasks and agents are
 // named by id, so that what embedders send and receive could one day cross machines.
 //
-// The task state machine, which the runtime (package actors) enforces:
-//
-//	          Kill (Cancel returned nil)
-//	          or teardown (before Cancel is called)
-//	running ─────────────────────────────────────▶ stopping
-//	   │                                              │
-//	   │ Done delivers an Outcome                     │ Done delivers an Outcome,
-//	   │ (or a producer contract violation)           │ SettleTimeout (teardown only),
-//	   ▼                                              ▼ or Cancel error during teardown
-//	completed | killed | failed  ◀────────────────────┘
+// A task's Status follows the task machine the runtime enforces, drawn once where
+// it lives (package actors, task.go): queued (only at a cap, with a queue) →
+// running → stopping (a kill's Cancel returned nil, or teardown began) →
+// completed | killed | failed.
 //
 // The first settled outcome wins; a terminal snapshot never changes again except for
 // its Reported flag, which only ever goes from false to true.
