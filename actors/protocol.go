@@ -2,7 +2,6 @@ package actors
 
 import (
 	"regexp"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -202,13 +201,11 @@ type abandonSet struct{ requester *actor.PID }
 // taskSpawned: a new task actor announces itself; the registry indexes it. entry is
 // the record the registry made at commit (with the snapshot the task starts from),
 // handed to the task and back untouched, so that no snapshot is copied into this
-// message. reported is the task's flag the registry sets when it answers for the
-// settled task from its index (see registry.answerSettled).
+// message.
 type taskSpawned struct {
-	entry    *taskEntry
-	pid      *actor.PID
-	reported *atomic.Bool
-	settled  *taskSettled // the task settled within its Started (work done within Run): applied right after
+	entry   *taskEntry
+	pid     *actor.PID
+	settled *taskSettled // the task settled within its Started (work done within Run): applied right after
 }
 
 // taskChanged: a task's snapshot changed (stopping, reported).
@@ -307,6 +304,11 @@ type cancelResult struct {
 // teardown reports whether the Cancel was a teardown's rather than a kill's.
 func (r *cancelResult) teardown() bool { return r.sender == nil }
 
+// reportedByRegistry: the registry answered a wait or a kill of the settled task
+// from its index and marked it reported there (registry → task). Every request the
+// registry routes to the task after that comes after this message.
+type reportedByRegistry struct{}
+
 // settleTimeout: a torn-down task's settle timer fired.
 type settleTimeout struct{}
 
@@ -386,43 +388,44 @@ type queuePositionReply struct {
 	err        error
 }
 
-func (*reserveStart) isRegistryMsg()  {}
-func (*commitStart) isRegistryMsg()   {}
-func (*abortStart) isRegistryMsg()    {}
-func (*abandonWait) isRegistryMsg()   {}
-func (*attachSurface) isRegistryMsg() {}
-func (*detachSurface) isRegistryMsg() {}
-func (*registerAgent) isRegistryMsg() {}
-func (*addCleanup) isRegistryMsg()    {}
-func (*removeCleanup) isRegistryMsg() {}
-func (*disposeAgent) isRegistryMsg()  {}
-func (*lookupAgent) isRegistryMsg()   {}
-func (*notifyTask) isRegistryMsg()    {}
-func (*addListener) isRegistryMsg()   {}
-func (*dropListener) isRegistryMsg()  {}
-func (*closeRuntime) isRegistryMsg()  {}
-func (*taskSpawned) isRegistryMsg()   {}
-func (*taskChanged) isRegistryMsg()   {}
-func (*taskSettled) isRegistryMsg()   {}
-func (*cleanupsRan) isRegistryMsg()   {}
-func (*tasksSettled) isRegistryMsg()  {}
-func (*startsOverdue) isRegistryMsg() {}
-func (*teardownDone) isRegistryMsg()  {}
-func (*spawnTask) isAgentMsg()        {}
-func (*addCleanup) isAgentMsg()       {}
-func (*removeCleanup) isAgentMsg()    {}
-func (*runCleanups) isAgentMsg()      {}
-func (*tearDownTasks) isAgentMsg()    {}
-func (*cleanupDone) isAgentMsg()      {}
-func (*teardownDone) isAgentMsg()     {}
-func (*stopAgent) isAgentMsg()        {}
-func (*teardown) isTaskMsg()          {}
-func (*abandonWait) isTaskMsg()       {}
-func (*outcomeMsg) isTaskMsg()        {}
-func (*cancelResult) isTaskMsg()      {}
-func (*settleTimeout) isTaskMsg()     {}
-func (*waitTimeout) isTaskMsg()       {}
-func (*settlement) isListenerMsg()    {}
+func (*reserveStart) isRegistryMsg()   {}
+func (*commitStart) isRegistryMsg()    {}
+func (*abortStart) isRegistryMsg()     {}
+func (*abandonWait) isRegistryMsg()    {}
+func (*attachSurface) isRegistryMsg()  {}
+func (*detachSurface) isRegistryMsg()  {}
+func (*registerAgent) isRegistryMsg()  {}
+func (*addCleanup) isRegistryMsg()     {}
+func (*removeCleanup) isRegistryMsg()  {}
+func (*disposeAgent) isRegistryMsg()   {}
+func (*lookupAgent) isRegistryMsg()    {}
+func (*notifyTask) isRegistryMsg()     {}
+func (*addListener) isRegistryMsg()    {}
+func (*dropListener) isRegistryMsg()   {}
+func (*closeRuntime) isRegistryMsg()   {}
+func (*taskSpawned) isRegistryMsg()    {}
+func (*taskChanged) isRegistryMsg()    {}
+func (*taskSettled) isRegistryMsg()    {}
+func (*cleanupsRan) isRegistryMsg()    {}
+func (*tasksSettled) isRegistryMsg()   {}
+func (*startsOverdue) isRegistryMsg()  {}
+func (*teardownDone) isRegistryMsg()   {}
+func (*spawnTask) isAgentMsg()         {}
+func (*addCleanup) isAgentMsg()        {}
+func (*removeCleanup) isAgentMsg()     {}
+func (*runCleanups) isAgentMsg()       {}
+func (*tearDownTasks) isAgentMsg()     {}
+func (*cleanupDone) isAgentMsg()       {}
+func (*teardownDone) isAgentMsg()      {}
+func (*stopAgent) isAgentMsg()         {}
+func (*teardown) isTaskMsg()           {}
+func (*abandonWait) isTaskMsg()        {}
+func (*outcomeMsg) isTaskMsg()         {}
+func (*cancelResult) isTaskMsg()       {}
+func (*settleTimeout) isTaskMsg()      {}
+func (*reportedByRegistry) isTaskMsg() {}
+func (*waitTimeout) isTaskMsg()        {}
+func (*settlement) isListenerMsg()     {}
 
 // Events, set waits, task output and input.
 func (*subscribeEvents) isRegistryMsg()   {}

@@ -3,7 +3,6 @@ package actors
 import (
 	"fmt"
 	"reflect"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -92,9 +91,6 @@ type taskEntry struct {
 	notified    bool   // the completion notice was claimed (notifyTask)
 	key         string // Spec.Key, "" for none (keys.go)
 	watchCounts        // live watches and the notice claims they hold (watch.go)
-	// reported is the task actor's reportedByIndex (nil once evicted): set when the
-	// registry answers for the settled task (answerSettled).
-	reported *atomic.Bool
 }
 
 // report marks a tombstone reported; while the task actor lives, the actor does.
@@ -298,7 +294,9 @@ func (r *registry) receive(ctx actor.Context) {
 				r.rt.metrics.taskStarted(m.snap.Kind)
 				r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
 			}
+			reported := e.snap.Reported // Reported only goes from false to true; the registry may know first
 			e.snap = m.snap
+			e.snap.Reported = e.snap.Reported || reported
 		}
 	case *taskSettled:
 		r.settled(ctx, m)
@@ -568,14 +566,12 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 // from the index, the way the task actor would (the terminal snapshot; already
 // terminal) and without the hop to it: the registry's snapshot of a settled task is
 // the task's own (taskSettled came before), but for Reported, which the registry sets
-// here and in the task's flag (task.reportedByIndex, shared through taskSpawned),
-// which the task takes into its snapshot before it handles its next message. Every
-// later request reaches the task through the registry, after the flag was set, so
-// the task's later replies show it — without a message to the task. The
-// answer shows the model the task's end, so the task is reported before it is
-// answered: a completion notice claimed after this answer is suppressed. It reports
-// false when the request is not one it answers (unknown, fenced, live, tombstone:
-// route has those rules).
+// here and tells the task (reportedByRegistry), ahead of every later request it
+// routes to it, so that the task's later replies show it. The answer shows the
+// model the task's end, so the task is reported before it is answered: a
+// completion notice claimed after this answer is suppressed. It reports false when
+// the request is not one it answers (unknown, fenced, live, tombstone: route has
+// those rules).
 func (r *registry) answerSettled(ctx actor.Context, id messages.TaskID, caller messages.AgentID) bool {
 	e, ok := r.tasks[id]
 	if !ok || e.pid == nil || !e.snap.Status.Terminal() || !r.visible(e.snap.Owner, caller) {
@@ -583,7 +579,7 @@ func (r *registry) answerSettled(ctx actor.Context, id messages.TaskID, caller m
 	}
 	if !e.snap.Reported {
 		e.snap.Reported = true
-		e.reported.Store(true)
+		tellTask(ctx, e.pid, &reportedByRegistry{})
 	}
 	switch ctx.Message().(type) {
 	case *messages.WaitTask:

@@ -124,7 +124,7 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
 	r.seq++
 	e := m.entry
-	e.pid, e.seq, e.reported = m.pid, r.seq, m.reported
+	e.pid, e.seq = m.pid, r.seq
 	snap := &e.snap
 	r.tasks[snap.ID] = e
 	b := r.bucketOf(snap.Owner) // the owner cannot be gone: its disposal waits for this start

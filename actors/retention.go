@@ -105,7 +105,7 @@ func (r *registry) evict(ctx actor.Context, b *bucket, e *taskEntry) {
 	} else {
 		ctx.Poison(e.pid)
 	}
-	e.pid, e.box, e.reported = nil, nil, nil
+	e.pid, e.box = nil, nil
 	e.snap.Evicted = true
 	r.keyEvicted(b, e)
 	r.publish(messages.Event{Kind: messages.EventTaskEvicted, Agent: e.snap.Owner, Task: e.snap})

@@ -72,10 +72,6 @@ type task struct {
 	// mailbox, read by the growth callback): growth is sent home only then or while
 	// events have a subscriber.
 	listening atomic.Bool
-	// reportedByIndex is set by the registry when it answered a wait or kill on the
-	// settled task from its index (registry.answerSettled) and marked it reported
-	// there; Receive takes it into snap before each message.
-	reportedByIndex atomic.Bool
 	writing         bool // an Input call is in flight
 	inputShut       bool // an input with eof was accepted: later inputs are refused
 	overdue         bool // the settle timer fired: answer teardown even with a Cancel hung
@@ -289,9 +285,6 @@ func (s *taskSpawner) spawn(ctx actor.Context, t *task) (*actor.PID, error) {
 }
 
 func (t *task) Receive(ctx actor.Context) {
-	if !t.snap.Reported && t.reportedByIndex.Load() {
-		t.markReported() // the registry knows: it answered a wait or kill for it
-	}
 	// The runtime's own code should never panic here; if it does, the task is
 	// recorded failed rather than restarted (a restart would lose the outcome and
 	// could never be what a background task wants).
@@ -330,7 +323,7 @@ func (t *task) receive(ctx actor.Context) {
 		// Run, settled below, rides on it (toRegistry): one message to the registry
 		// instead of two. It still reaches the registry before anything else this
 		// task sends it, and before the starter's answer.
-		t.spawning.pid, t.spawning.reported = t.self, &t.reportedByIndex
+		t.spawning.pid = t.self
 		if t.rt.cfg.taskHook != nil {
 			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
 		}
@@ -399,6 +392,8 @@ func (t *task) receive(ctx actor.Context) {
 		t.inputDone(ctx, m)
 	case *inputGraceOver:
 		t.inputGraceOver(ctx)
+	case *reportedByRegistry:
+		t.markReported() // the registry knows: it answered a wait or a kill for it
 	case *settleTimeout:
 		t.overdue = true
 		if settleTimedOut.applies(t.phase) {
