@@ -91,7 +91,7 @@ func TestAnAncestorReadsWaitsAndKillsThreeLevelsDown(t *testing.T) {
 	s, err := rt.Tasks().Wait(bg, low, "top", time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, messages.Running, s.Status)
-	res, err := rt.Tasks().Kill(bg, low, "top", "the parent stops what its sub-agent left running")
+	res, _, err := rt.Tasks().Kill(bg, low, "top", "the parent stops what its sub-agent left running")
 	require.NoError(t, err)
 	assert.Equal(t, messages.KillRequested, res)
 	assert.Equal(t, "the parent stops what its sub-agent left running", <-fakes["low"].Cancels)

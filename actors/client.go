@@ -180,20 +180,6 @@ func (t *Tasks) Read(ctx context.Context, id messages.TaskID, caller messages.Ag
 	return r.Result, r.Err
 }
 
-// Kill requests cancellation: KillRequested (the status is now stopping, the reason
-// was passed to the producer's Cancel, the task is reported) or KillAlreadyTerminal
-// (the task is reported: the caller now knows its end). A Cancel that errors or panics
-// fails the call with an error wrapping ErrCancelFailed and the producer's error, and
-// leaves the task untouched.
-func (t *Tasks) Kill(ctx context.Context, id messages.TaskID, caller messages.AgentID, reason string) (messages.KillResult, error) {
-	m, err := t.rt.ask(ctx, &messages.KillTask{ID: id, Caller: caller, Reason: reason})
-	if err != nil {
-		return "", taskErr(id, err)
-	}
-	r := m.(*messages.KillReply)
-	return r.Result, r.Err
-}
-
 // Wait blocks until the task settles and returns its terminal snapshot (marking it
 // reported), or returns the still-running snapshot and a nil error when timeout
 // passes. Cancelling ctx ends only this wait (the task is untouched, and not marked

@@ -60,7 +60,7 @@ func TestCloseSettlesEverythingThenRefusesEverything(t *testing.T) {
 		_, calls["get"] = rt.Tasks().Get(bg, "bash-1", "")
 		_, calls["list"] = rt.Tasks().List(bg, "")
 		_, calls["read"] = rt.Tasks().Read(bg, "bash-1", "")
-		_, calls["kill"] = rt.Tasks().Kill(bg, "bash-1", "", "")
+		_, _, calls["kill"] = rt.Tasks().Kill(bg, "bash-1", "", "")
 		_, calls["wait"] = rt.Tasks().Wait(bg, "bash-1", "", time.Second)
 		calls["register"] = rt.Agents().Register(bg, "a3")
 		_, calls["cleanup"] = rt.Agents().OnCleanup(bg, "a1", func(context.Context) error { return nil })

@@ -94,7 +94,7 @@ func TestRandomConcurrentOperations(t *testing.T) {
 					if !known || !allowed(owner, caller) {
 						reason = "foreign:" + string(caller)
 					}
-					_, err := rt.Tasks().Kill(bg, id, caller, reason)
+					_, _, err := rt.Tasks().Kill(bg, id, caller, reason)
 					if !known || !allowed(owner, caller) {
 						assert.ErrorIs(t, err, messages.ErrTaskNotFound)
 					} else if err != nil {

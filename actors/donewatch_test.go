@@ -60,7 +60,7 @@ func TestLiveTasksShareTheirDoneWatchers(t *testing.T) {
 	for _, i := range rand.Perm(n) {
 		switch {
 		case i%5 == 0:
-			_, err := rt.Tasks().Kill(bg, ids[i], "", "test")
+			_, _, err := rt.Tasks().Kill(bg, ids[i], "", "test")
 			require.NoError(t, err)
 			want[ids[i]] = messages.Outcome{Status: messages.Killed}
 		case i%7 == 0:

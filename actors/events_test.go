@@ -59,7 +59,7 @@ func TestEventOrderPerTask(t *testing.T) {
 				f.Emit("line two\n")
 				switch i % 3 {
 				case 0:
-					_, err := rt.Tasks().Kill(bg, id, owner, "stop")
+					_, _, err := rt.Tasks().Kill(bg, id, owner, "stop")
 					assert.NoError(t, err)
 				case 1:
 					f.Finish(messages.Outcome{Status: messages.Completed})

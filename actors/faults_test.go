@@ -82,7 +82,7 @@ func TestFaultKillStormDuringDispose(t *testing.T) {
 		go func(g int) {
 			defer wg.Done()
 			for _, id := range ids {
-				_, err := rt.Tasks().Kill(bg, id, "a1", "storm")
+				_, _, err := rt.Tasks().Kill(bg, id, "a1", "storm")
 				if err != nil && !errors.Is(err, messages.ErrTaskNotFound) && !errors.Is(err, messages.ErrCancelFailed) {
 					assert.NoError(t, err)
 				}
@@ -141,7 +141,7 @@ func TestFaultCloseDuringStartsKillsAndDisposals(t *testing.T) {
 					continue
 				}
 				started.Store(id, f)
-				_, _ = rt.Tasks().Kill(bg, id, owner, "storm")
+				_, _, _ = rt.Tasks().Kill(bg, id, owner, "storm")
 				if i%7 == 0 {
 					_ = rt.Agents().Dispose(bg, owner)
 				}

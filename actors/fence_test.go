@@ -26,7 +26,7 @@ func TestOwnerFence(t *testing.T) {
 			return err
 		},
 		"kill": func(id messages.TaskID, c messages.AgentID) error {
-			_, err := rt.Tasks().Kill(bg, id, c, "x")
+			_, _, err := rt.Tasks().Kill(bg, id, c, "x")
 			return err
 		},
 		"wait": func(id messages.TaskID, c messages.AgentID) error {

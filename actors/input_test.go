@@ -147,7 +147,7 @@ func TestInputRacingTheEnd(t *testing.T) {
 					go func() { results <- rt.Tasks().Input(bg, id, "a1", []byte(fmt.Sprint(i)), false) }()
 				}
 				if end == "kill" {
-					_, err := rt.Tasks().Kill(bg, id, "a1", "stop")
+					_, _, err := rt.Tasks().Kill(bg, id, "a1", "stop")
 					require.NoError(t, err)
 				} else {
 					require.NoError(t, rt.Agents().Dispose(bg, "a1"))

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -16,7 +17,7 @@ func TestKill(t *testing.T) {
 		f := newFake()
 		f.HoldCancel()
 		id := start(t, rt, f.spec("bash", "", false))
-		res, err := rt.Tasks().Kill(bg, id, "", "no longer needed")
+		res, _, err := rt.Tasks().Kill(bg, id, "", "no longer needed")
 		require.NoError(t, err)
 		assert.Equal(t, messages.KillRequested, res)
 		assert.Equal(t, "no longer needed", <-f.Cancels)
@@ -35,7 +36,7 @@ func TestKill(t *testing.T) {
 		id := start(t, rt, f.spec("bash", "", false))
 		f.Finish(messages.Outcome{Status: messages.Completed})
 		settleWait(t, rt, id, "")
-		res, err := rt.Tasks().Kill(bg, id, "", "late")
+		res, _, err := rt.Tasks().Kill(bg, id, "", "late")
 		require.NoError(t, err)
 		assert.Equal(t, messages.KillAlreadyTerminal, res)
 		assert.Empty(t, f.Cancels)
@@ -48,7 +49,7 @@ func TestKill(t *testing.T) {
 		id := start(t, rt, f.spec("bash", "a1", false))
 		f.Finish(messages.Outcome{Status: messages.Completed})
 		require.False(t, rec.next(t).Reported, "settled unreported: a notice is owed")
-		res, err := rt.Tasks().Kill(bg, id, "a1", "late")
+		res, _, err := rt.Tasks().Kill(bg, id, "a1", "late")
 		require.NoError(t, err)
 		require.Equal(t, messages.KillAlreadyTerminal, res)
 		s, err := rt.Tasks().Get(bg, id, "a1")
@@ -69,7 +70,7 @@ func TestKill(t *testing.T) {
 				f.PanicOnCancel()
 			}
 			id := start(t, rt, f.spec("bash", "", false))
-			_, err := rt.Tasks().Kill(bg, id, "", "stop")
+			_, _, err := rt.Tasks().Kill(bg, id, "", "stop")
 			require.ErrorIs(t, err, messages.ErrCancelFailed)
 			if mode == "errors" {
 				require.ErrorIs(t, err, errBoom, "wraps the producer's error")
@@ -95,7 +96,7 @@ func TestFirstOutcomeWinsAndTerminalIsImmutable(t *testing.T) {
 	id := start(t, rt, f.spec("bash", "", false))
 	f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
 	first := settleWait(t, rt, id, "")
-	res, err := rt.Tasks().Kill(bg, id, "", "late")
+	res, _, err := rt.Tasks().Kill(bg, id, "", "late")
 	require.NoError(t, err)
 	assert.Equal(t, messages.KillAlreadyTerminal, res)
 	again, err := rt.Tasks().Get(bg, id, "")
@@ -147,7 +148,7 @@ func TestKillRacingSettlementIsStillAKill(t *testing.T) {
 		published := make(chan messages.Snapshot, 1)
 		go func() { published <- rec.next(t); close(returned) }()
 		// The settlement listener runs while Cancel is still blocked.
-		res, err := rt.Tasks().Kill(bg, id, "", "stop")
+		res, _, err := rt.Tasks().Kill(bg, id, "", "stop")
 		require.NoError(t, err)
 		assert.Equal(t, messages.KillRequested, res)
 		s, err := rt.Tasks().Get(bg, id, "")
@@ -155,5 +156,61 @@ func TestKillRacingSettlementIsStillAKill(t *testing.T) {
 		assert.True(t, s.Reported)
 		assert.True(t, (<-published).Reported, "the settlement carried no notice")
 		rec.stop()
+	}
+}
+
+// Every answer to a kill carries the task's snapshot after it, in every state the
+// kill can find the task in, so that no second request is needed to show it.
+func TestKillAnswersWithTheSnapshot(t *testing.T) {
+	cases := []struct {
+		name       string
+		opts       []actors.Option
+		prepare    func(t *testing.T, rt *actors.Runtime) messages.TaskID
+		wantResult messages.KillResult
+		wantStatus messages.Status
+	}{
+		{"running: stopping", nil, func(t *testing.T, rt *actors.Runtime) messages.TaskID {
+			f := newFake()
+			f.HoldCancel()
+			t.Cleanup(func() { f.Finish(messages.Outcome{Status: messages.Killed}) }) // before the runtime's close
+			return start(t, rt, f.spec("bash", "", false))
+		}, messages.KillRequested, messages.Stopping},
+		{"settled, still retained: terminal", nil, func(t *testing.T, rt *actors.Runtime) messages.TaskID {
+			f := newFake()
+			id := start(t, rt, f.spec("bash", "", false))
+			f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+			settleWait(t, rt, id, "")
+			return id
+		}, messages.KillAlreadyTerminal, messages.Completed},
+		{"a tombstone: terminal", []actors.Option{actors.WithRetention(1)}, func(t *testing.T, rt *actors.Runtime) messages.TaskID {
+			var ids []messages.TaskID
+			for range 2 {
+				f := newFake()
+				id := start(t, rt, f.spec("bash", "", false))
+				f.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
+				settleWait(t, rt, id, "")
+				ids = append(ids, id)
+			}
+			s, err := rt.Tasks().Get(bg, ids[0], "")
+			require.NoError(t, err)
+			require.True(t, s.Evicted, "the first task is a tombstone")
+			return ids[0]
+		}, messages.KillAlreadyTerminal, messages.Completed},
+		{"queued: killed", []actors.Option{actors.WithOwnerLimit(1), actors.WithQueue(1)}, func(t *testing.T, rt *actors.Runtime) messages.TaskID {
+			start(t, rt, newFake().spec("bash", "", false))
+			return start(t, rt, newFake().spec("bash", "", false))
+		}, messages.KillRequested, messages.Killed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := newRT(t, tc.opts...)
+			id := tc.prepare(t, rt)
+			res, s, err := rt.Tasks().Kill(bg, id, "", "stop")
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantResult, res)
+			assert.Equal(t, id, s.ID)
+			assert.Equal(t, tc.wantStatus, s.Status)
+			assert.True(t, s.Reported, "the answer shows the model the kill")
+		})
 	}
 }

@@ -88,7 +88,7 @@ func TestEachRuleIsUsedByTheCasesItNames(t *testing.T) {
 			f := newFake()
 			f.HoldCancel()
 			id := start(t, r.rt, f.spec("job", "a1", true))
-			_, err := r.rt.Tasks().Kill(bg, id, "a1", "enough")
+			_, _, err := r.rt.Tasks().Kill(bg, id, "a1", "enough")
 			require.NoError(t, err)
 			f.Finish(messages.Outcome{Status: messages.Killed, Detail: "signal: SIGTERM"})
 			waitTerminal(t, r.rt, id)
@@ -149,7 +149,7 @@ func TestEachRuleIsUsedByTheCasesItNames(t *testing.T) {
 		{"a kill while queued", []actors.Option{actors.WithOwnerLimit(1), actors.WithQueue(1)}, func(t *testing.T, r run) messages.TaskID {
 			start(t, r.rt, newFake().spec("job", "a1", true))
 			id := start(t, r.rt, newFake().spec("job", "a1", true))
-			_, err := r.rt.Tasks().Kill(bg, id, "a1", "not needed")
+			_, _, err := r.rt.Tasks().Kill(bg, id, "a1", "not needed")
 			require.NoError(t, err)
 			waitTerminal(t, r.rt, id)
 			return id

@@ -86,7 +86,7 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 
 	killed := newFake()
 	killedID := start(t, rt, killed.spec("bash", "a1", true))
-	_, err = rt.Tasks().Kill(bg, killedID, "a1", "stop")
+	_, _, err = rt.Tasks().Kill(bg, killedID, "a1", "stop")
 	require.NoError(t, err)
 	assert.Equal(t, killedID, <-handled)
 
@@ -154,7 +154,7 @@ func TestAKillIsTimedFromItsRequest(t *testing.T) {
 		return h, err
 	}
 	id := start(t, rt, s)
-	res, err := rt.Tasks().Kill(bg, id, "a1", "stop")
+	res, _, err := rt.Tasks().Kill(bg, id, "a1", "stop")
 	require.NoError(t, err)
 	assert.Equal(t, messages.KillRequested, res)
 	assert.Equal(t, 1.0, stopCount(), "the kill that settled the work while its Cancel ran")
@@ -162,7 +162,7 @@ func TestAKillIsTimedFromItsRequest(t *testing.T) {
 	failing := newFake()
 	failing.FailCancel(errors.New("no"))
 	id = start(t, rt, failing.spec("bash", "a1", false))
-	_, err = rt.Tasks().Kill(bg, id, "a1", "stop")
+	_, _, err = rt.Tasks().Kill(bg, id, "a1", "stop")
 	require.ErrorIs(t, err, messages.ErrCancelFailed)
 	failing.Finish(messages.Outcome{Status: messages.Completed})
 	assert.Equal(t, id, <-settled)
@@ -246,7 +246,7 @@ func TestMetricsShowQueuedTasks(t *testing.T) {
 	await(messages.EventTaskQueued, agentID, bash2ID, bash3ID)
 	assert.Equal(t, counts{queuedBash: 2, queuedAgent: 1, enqueuedBash: 2, enqueuedAgent: 1, startedBash: 1}, read(), "one running, three queued")
 
-	_, err = rt.Tasks().Kill(bg, bash2ID, "a1", "not needed")
+	_, _, err = rt.Tasks().Kill(bg, bash2ID, "a1", "not needed")
 	require.NoError(t, err)
 	await(messages.EventTaskSettled, bash2ID)
 	assert.Equal(t, counts{queuedBash: 1, queuedAgent: 1, enqueuedBash: 2, enqueuedAgent: 1, startedBash: 1}, read(), "a kill takes a task out of the queue")

@@ -256,7 +256,7 @@ func (m *runtimeModel) actions() map[string]func(*rapid.T) {
 		},
 		"kill": func(t *rapid.T) {
 			id, caller := m.pickID(t), rapid.SampledFrom(modelCallers).Draw(t, "caller")
-			res, err := m.rt.Tasks().Kill(ctx, id, caller, "model kill")
+			res, _, err := m.rt.Tasks().Kill(ctx, id, caller, "model kill")
 			mt := m.liveTask(id)
 			if mt == nil || !m.visibleTo(mt.owner, caller) {
 				m.wantNotFound(t, "kill", err, id)

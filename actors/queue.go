@@ -276,15 +276,9 @@ func (t *task) receiveQueued(ctx actor.Context) bool {
 	case *queuedRan:
 		t.queuedRan(ctx, m)
 	case *messages.KillTask:
-		if q.starting {
-			q.kills = append(q.kills, pendingKill{sender: ctx.Sender(), reason: m.Reason})
-			return true
-		}
-		t.markReported() // carried by the settlement
-		t.transition(ctx, killedWhileQueued, messages.Outcome{Status: messages.Killed, Detail: "never started: killed while queued"})
-		ctx.Respond(&messages.KillReply{Result: messages.KillRequested})
+		t.kill(ctx, m)
 	case *teardown:
-		t.moreOf().teardownBy = ctx.Sender()
+		t.pendingOf().teardownBy = ctx.Sender()
 		if q.starting {
 			q.teardown = m.reason
 			return true
@@ -311,22 +305,14 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 			t.markReported() // carried by the settlement
 		}
 		t.transition(ctx, queuedStartFailed, messages.Outcome{Status: messages.Failed, Detail: "start failed: " + oneLineErr(m.err)})
-		for _, k := range q.kills {
-			ctx.Send(k.sender, &messages.KillReply{Result: messages.KillAlreadyTerminal})
-		}
-		q.kills = nil
+		t.queuedKills(ctx, false)
 		return
 	}
 	t.hooks = m.hooks
 	t.transition(ctx, queuedStarted, messages.Outcome{})
 	t.watchOutput()
 	t.watchDone(ctx)
-	for _, k := range q.kills {
-		mo := t.moreOf()
-		mo.kills = append(mo.kills, k.sender)
-		t.cancelAsync(k.reason, k.sender)
-	}
-	q.kills = nil
+	t.queuedKills(ctx, true)
 	if q.teardown != "" {
 		t.beginTeardown(ctx, q.teardown)
 	}

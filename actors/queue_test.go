@@ -115,7 +115,7 @@ func TestQueue(t *testing.T) {
 		id := start(t, rt, q.spec("bash", "a1", true))
 		waited := make(chan messages.Snapshot, 1)
 		go func() { s, err := rt.Tasks().Wait(bg, id, "a1", time.Minute); assert.NoError(t, err); waited <- s }()
-		res, err := rt.Tasks().Kill(bg, id, "a1", "not needed")
+		res, _, err := rt.Tasks().Kill(bg, id, "a1", "not needed")
 		require.NoError(t, err)
 		assert.Equal(t, messages.KillRequested, res)
 		s := <-waited

@@ -205,11 +205,7 @@ func (r *registry) receive(ctx actor.Context) {
 			ctx.Respond(&messages.ReadReply{Err: notFound(m.ID)})
 		}
 	case *messages.KillTask:
-		switch {
-		case r.answerSettled(ctx, m.ID, m.Caller):
-		case !r.route(ctx, m.ID, m.Caller):
-			ctx.Respond(&messages.KillReply{Err: notFound(m.ID)})
-		}
+		r.kill(ctx, m)
 	case *messages.ReadUntil:
 		switch {
 		case m.Timeout <= 0:
@@ -546,8 +542,6 @@ func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.
 	switch m := ctx.Message().(type) {
 	case *messages.ReadTask:
 		ctx.Respond(&messages.ReadReply{Result: messages.ReadResult{Snapshot: e.snap}})
-	case *messages.KillTask:
-		ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
 	case *messages.WaitTask:
 		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
 	case *messages.ReadUntil:
@@ -584,10 +578,32 @@ func (r *registry) answerSettled(ctx actor.Context, id messages.TaskID, caller m
 	switch ctx.Message().(type) {
 	case *messages.WaitTask:
 		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
-	case *messages.KillTask:
-		ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
 	}
 	return true
+}
+
+// reach is the owner fence: the caller's record of task id, or nil for an unknown
+// id and, alike, for a task the caller may not reach — one not-found answer for
+// both, so that no task's existence leaks.
+func (r *registry) reach(id messages.TaskID, caller messages.AgentID) *taskEntry {
+	e, ok := r.tasks[id]
+	if !ok || !r.visible(e.snap.Owner, caller) {
+		return nil
+	}
+	return e
+}
+
+// tombstone reports whether e is an evicted task's tombstone, which the registry
+// answers itself.
+func (e *taskEntry) tombstone() bool { return e.pid == nil }
+
+// reportSettled marks a settled task whose actor lives reported, answering for it
+// from the index, and tells the task (see answerSettled).
+func (r *registry) reportSettled(ctx actor.Context, e *taskEntry) {
+	if !e.snap.Reported {
+		e.snap.Reported = true
+		tellTask(ctx, e.pid, &reportedByRegistry{})
+	}
 }
 
 // list returns the caller-visible tasks in start order: the unowned ones, the

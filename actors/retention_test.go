@@ -110,7 +110,7 @@ func TestRunningAndStoppingTasksAreNeverEvicted(t *testing.T) {
 	runID := start(t, rt, running.spec("bash", "a1", true))
 	stopping.HoldCancel()
 	stopID := start(t, rt, stopping.spec("bash", "a1", true))
-	_, err := rt.Tasks().Kill(bg, stopID, "a1", "stop")
+	_, _, err := rt.Tasks().Kill(bg, stopID, "a1", "stop")
 	require.NoError(t, err)
 	settleInOrder(t, rt, "a1", "bash", "bash", "bash")
 	assert.False(t, get(t, rt, runID, "a1").Evicted)
@@ -146,7 +146,7 @@ func TestCallsOnATombstone(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, w.Evicted)
 		assert.Equal(t, messages.Completed, w.Status, "a wait returns at once")
-		k, err := rt.Tasks().Kill(bg, id, "a1", "late")
+		k, _, err := rt.Tasks().Kill(bg, id, "a1", "late")
 		require.NoError(t, err)
 		assert.Equal(t, messages.KillAlreadyTerminal, k)
 	})
@@ -159,7 +159,7 @@ func TestCallsOnATombstone(t *testing.T) {
 			assert.EqualError(t, err, want)
 			_, err = rt.Tasks().Wait(bg, id, caller, time.Minute)
 			assert.EqualError(t, err, want)
-			_, err = rt.Tasks().Kill(bg, id, caller, "x")
+			_, _, err = rt.Tasks().Kill(bg, id, caller, "x")
 			assert.EqualError(t, err, want)
 			list, err := rt.Tasks().List(bg, caller)
 			require.NoError(t, err)
@@ -403,7 +403,7 @@ func TestRequestsInFlightAreAnsweredWhenRetentionEvictsTheTask(t *testing.T) {
 		call func(rt *actors.Runtime, id messages.TaskID) error
 	}{
 		{"a kill whose Cancel is still running", func(rt *actors.Runtime, id messages.TaskID) error {
-			res, err := rt.Tasks().Kill(bg, id, "a1", "stop")
+			res, _, err := rt.Tasks().Kill(bg, id, "a1", "stop")
 			if err == nil && res != messages.KillRequested {
 				return fmt.Errorf("kill result %q, want %q", res, messages.KillRequested)
 			}

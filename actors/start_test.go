@@ -159,7 +159,7 @@ func TestOwnerCap(t *testing.T) {
 	})
 	t.Run("a stopping task holds its slot until it settles", func(t *testing.T) {
 		f1.HoldCancel()
-		res, err := rt.Tasks().Kill(bg, id1, "a1", "no longer needed")
+		res, _, err := rt.Tasks().Kill(bg, id1, "a1", "no longer needed")
 		require.NoError(t, err)
 		require.Equal(t, messages.KillRequested, res)
 		_, err = rt.Tasks().Start(bg, newFake().spec("bash", "a1", false))

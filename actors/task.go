@@ -61,26 +61,27 @@ type task struct {
 
 	calls producerCalls // producer calls off the mailbox (Cancel, Input)
 
-	// more is the state of what most tasks never see — kills, teardown, ReadUntil,
-	// watches, input — made by the first of them (moreOf); nil until then. It keeps
-	// the task's state in a smaller size class: a lifecycle allocates 128 bytes less
-	// (docs/cost.md).
-	more  *taskMore
-	queue *queuedStart // a queued start's state (queue.go); nil for a task started at once
-	grew  atomic.Bool  // an outputGrew is on its way (coalesces the producer's growth callbacks)
+	// pending holds the requests most tasks never see — kills whose Cancel runs, a
+	// teardown, ReadUntils, watches, inputs — made by the first of them
+	// (pendingOf); nil until then, so that a task that only starts and settles
+	// stays in a smaller allocation size class.
+	pending *pendingRequests
+	queue   *queuedStart // a queued start's state (queue.go); nil for a task started at once
+	grew    atomic.Bool  // an outputGrew is on its way (coalesces the producer's growth callbacks)
 	// listening is set while a ReadUntil or a watch is pending (written on the
 	// mailbox, read by the growth callback): growth is sent home only then or while
 	// events have a subscriber.
 	listening atomic.Bool
-	writing         bool // an Input call is in flight
-	inputShut       bool // an input with eof was accepted: later inputs are refused
-	overdue         bool // the settle timer fired: answer teardown even with a Cancel hung
+	writing   bool // an Input call is in flight
+	inputShut bool // an input with eof was accepted: later inputs are refused
+	overdue   bool // the settle timer fired: answer teardown even with a Cancel hung
 
 	watch *watch // the Done watch; nil when the outcome was there at once
 }
 
-// taskMore is a task's state for kills, teardown, ReadUntil, watches and input.
-type taskMore struct {
+// pendingRequests are the requests a task holds until an event answers them, and
+// when its stop began.
+type pendingRequests struct {
 	kills      []*actor.PID   // KillTask requesters whose Cancel call is in flight
 	teardownBy *actor.PID     // who asked for teardown; answered teardownDone, then cleared
 	untils     []*untilWaiter // pending ReadUntil requests, in arrival order
@@ -91,34 +92,26 @@ type taskMore struct {
 	stopAt     time.Time      // when the task moved to stopping (for the stop-duration metric)
 }
 
-// moreOf returns t.more, made on first use: for code that changes it.
-func (t *task) moreOf() *taskMore {
-	if t.more == nil {
-		t.more = &taskMore{}
+// pendingOf returns t.pending, made on first use: for code that changes it.
+func (t *task) pendingOf() *pendingRequests {
+	if t.pending == nil {
+		t.pending = &pendingRequests{}
 	}
-	return t.more
+	return t.pending
 }
 
 // listened reports whether a ReadUntil or a watch is pending.
 func (t *task) listened() bool {
-	mo := t.more
-	return mo != nil && (len(mo.untils) > 0 || len(mo.watches) > 0)
+	pr := t.pending
+	return pr != nil && (len(pr.untils) > 0 || len(pr.watches) > 0)
 }
 
 // stopBegan is when the task's stop began (zero: none began).
 func (t *task) stopBegan() time.Time {
-	if t.more == nil {
+	if t.pending == nil {
 		return time.Time{}
 	}
-	return t.more.stopAt
-}
-
-// killsInFlight is how many kills wait for their Cancel call.
-func (t *task) killsInFlight() int {
-	if t.more == nil {
-		return 0
-	}
-	return len(t.more.kills)
+	return t.pending.stopAt
 }
 
 type taskPhase int
@@ -346,15 +339,7 @@ func (t *task) receive(ctx actor.Context) {
 	case *messages.ReadTask:
 		t.read(ctx)
 	case *messages.KillTask:
-		if t.phase == phaseSettled {
-			// The reply carries the terminal status to the model: it has seen the end.
-			t.report(ctx)
-			ctx.Respond(&messages.KillReply{Result: messages.KillAlreadyTerminal})
-			return
-		}
-		mo := t.moreOf()
-		mo.kills = append(mo.kills, ctx.Sender())
-		t.cancelAsync(m.Reason, ctx.Sender())
+		t.kill(ctx, m)
 	case *messages.WaitTask:
 		t.wait(ctx, m)
 	case *abandonWait:
@@ -378,7 +363,7 @@ func (t *task) receive(ctx actor.Context) {
 	case *waitTimeout:
 		t.endWait(ctx, func(w *waiter) bool { return w.n == m.n })
 	case *teardown:
-		t.moreOf().teardownBy = ctx.Sender()
+		t.pendingOf().teardownBy = ctx.Sender()
 		if t.phase == phaseSettled {
 			t.answerTeardown(ctx)
 			return
@@ -419,9 +404,9 @@ func (t *task) beginTeardown(ctx actor.Context, reason string) {
 	if t.markReported() && !t.transition(ctx, teardownBegan, messages.Outcome{}) {
 		t.toRegistry(ctx, &taskChanged{snap: t.snap})
 	}
-	if mo := t.moreOf(); mo.settleT == nil {
+	if pr := t.pendingOf(); pr.settleT == nil {
 		self, rt := t.self, t.rt
-		mo.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
+		pr.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
 	}
 	t.cancelAsync(reason, nil)
 }
@@ -447,8 +432,8 @@ func (t *task) transition(ctx actor.Context, r taskRule, o messages.Outcome) boo
 		t.toRegistry(ctx, &taskChanged{snap: t.snap})
 	case phaseStopping:
 		t.snap.Status = messages.Stopping
-		if mo := t.moreOf(); mo.stopAt.IsZero() { // a kill's stop began when it was asked for (cancelAsync)
-			mo.stopAt = time.Now()
+		if pr := t.pendingOf(); pr.stopAt.IsZero() { // a kill's stop began when it was asked for (cancelAsync)
+			pr.stopAt = time.Now()
 		}
 		t.toRegistry(ctx, &taskChanged{snap: t.snap})
 		t.failQueuedInputs(ctx)
@@ -609,7 +594,7 @@ func (t *task) cancelAsync(reason string, sender *actor.PID) {
 	if sender != nil && t.phase == phaseRunning && t.stopBegan().IsZero() {
 		// A kill's stop begins now: the work may settle while Cancel runs, before
 		// the kill is accepted, and its stop is still timed (stop_duration).
-		t.moreOf().stopAt = time.Now()
+		t.pendingOf().stopAt = time.Now()
 	}
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
 	t.calls.run(rt, "cancel", func() {
@@ -618,6 +603,8 @@ func (t *task) cancelAsync(reason string, sender *actor.PID) {
 	})
 }
 
+// cancelled takes a Cancel call's result: a teardown's (force-fail when it errs) or
+// a kill's (killCancelled).
 func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 	t.calls.taken()
 	if r.teardown() {
@@ -626,47 +613,10 @@ func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 			t.transition(ctx, teardownCancelFailed, messages.Outcome{Status: messages.Failed,
 				Detail: fmt.Sprintf("cancel threw during teardown; work may be orphaned: %v", r.err)})
 		}
-		t.answerTeardown(ctx)
-		return
-	}
-	t.dropKill(r.sender)
-	switch {
-	case t.phase == phaseSettled:
-		// The work settled while Cancel ran (a process that dies at once on SIGTERM):
-		// the kill was accepted and is what ended it; the settlement was marked
-		// reported because this kill was in flight.
-		res := messages.KillRequested
-		if r.err != nil {
-			res = messages.KillAlreadyTerminal
-		}
-		ctx.Send(r.sender, &messages.KillReply{Result: res})
-	case r.err != nil:
-		if mo := t.more; mo != nil && t.phase == phaseRunning && len(mo.kills) == 0 {
-			mo.stopAt = time.Time{} // no stop began: the task runs on
-		}
-		ctx.Send(r.sender, &messages.KillReply{Err: fmt.Errorf("%w for task %s: %w", messages.ErrCancelFailed, t.snap.ID, r.err)})
-	default:
-		// The kill shows the model the task's end: reported, in the transition's
-		// message (or alone, when a teardown moved it to stopping first).
-		if t.markReported() && !t.transition(ctx, killAccepted, messages.Outcome{}) {
-			t.toRegistry(ctx, &taskChanged{snap: t.snap})
-		}
-		ctx.Send(r.sender, &messages.KillReply{Result: messages.KillRequested})
+	} else {
+		t.killCancelled(ctx, r)
 	}
 	t.answerTeardown(ctx)
-}
-
-func (t *task) dropKill(pid *actor.PID) {
-	mo := t.more
-	if mo == nil {
-		return
-	}
-	for i, k := range mo.kills {
-		if k == pid {
-			mo.kills = append(mo.kills[:i], mo.kills[i+1:]...)
-			return
-		}
-	}
 }
 
 func (t *task) wait(ctx actor.Context, m *messages.WaitTask) {
@@ -716,26 +666,26 @@ func (t *task) liveWaiters() int {
 // Release, must not go while producer code still runs for this task) — or once the
 // settle timer fired, so that a Cancel that hangs cannot hold a disposal forever.
 func (t *task) answerTeardown(ctx actor.Context) {
-	mo := t.more
-	if mo == nil || mo.teardownBy == nil || t.phase != phaseSettled || (t.calls.inFlight > 0 && !t.overdue) {
+	pr := t.pending
+	if pr == nil || pr.teardownBy == nil || t.phase != phaseSettled || (t.calls.inFlight > 0 && !t.overdue) {
 		return
 	}
-	tellTeardownDone(ctx, mo.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
-	mo.teardownBy = nil
-	if mo.settleT != nil {
-		mo.settleT.Stop()
+	tellTeardownDone(ctx, pr.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
+	pr.teardownBy = nil
+	if pr.settleT != nil {
+		pr.settleT.Stop()
 	}
 }
 
 // stoppedMore answers what a stopped task's more still holds.
-func (t *task) stoppedMore(mo *taskMore) {
-	for _, w := range mo.untils {
+func (t *task) stoppedMore(pr *pendingRequests) {
+	for _, w := range pr.untils {
 		w.timer.Stop()
 		t.rt.send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
 			ReadResult: messages.ReadResult{Snapshot: t.snap}, Reason: messages.UntilEnded}})
 	}
-	mo.untils = nil
-	if p := mo.parked; p != nil {
+	pr.untils = nil
+	if p := pr.parked; p != nil {
 		p.timer.Stop()
 		t.rt.send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
@@ -743,16 +693,13 @@ func (t *task) stoppedMore(mo *taskMore) {
 	// Cancel, an input's write — would be answered by a message to this actor, which
 	// is gone (retention evicted the settled task, or the runtime failed): answer
 	// them now. A kill in flight was requested; an input goes nowhere any more.
-	for _, k := range mo.kills {
-		t.rt.send(k, &messages.KillReply{Result: messages.KillRequested})
-	}
-	mo.kills = nil
-	for _, in := range mo.inputs {
+	t.killsAtStop()
+	for _, in := range pr.inputs {
 		t.rt.send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
-	mo.inputs = nil
-	if mo.settleT != nil {
-		mo.settleT.Stop()
+	pr.inputs = nil
+	if pr.settleT != nil {
+		pr.settleT.Stop()
 	}
 }
 
@@ -768,8 +715,8 @@ func (t *task) stopped() {
 		t.rt.send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
 	}
 	t.waiters = nil
-	if mo := t.more; mo != nil {
-		t.stoppedMore(mo)
+	if pr := t.pending; pr != nil {
+		t.stoppedMore(pr)
 	}
 	if t.phase != phaseSettled {
 		t.stopWatch()

@@ -31,8 +31,8 @@ func (t *task) input(ctx actor.Context, m *messages.InputTask) {
 	case t.inputShut:
 		reply(fmt.Errorf("%w: %s", messages.ErrInputClosed, t.snap.ID))
 	default:
-		mo := t.moreOf()
-		mo.inputs = append(mo.inputs, &inputReq{data: m.Data, eof: m.EOF, sender: ctx.Sender()})
+		pr := t.pendingOf()
+		pr.inputs = append(pr.inputs, &inputReq{data: m.Data, eof: m.EOF, sender: ctx.Sender()})
 		t.inputShut = m.EOF
 		t.writeNext()
 	}
@@ -47,12 +47,12 @@ func (t *task) endedErr() error {
 
 // writeNext hands the first queued input to the producer, off the mailbox.
 func (t *task) writeNext() {
-	mo := t.more
-	if t.writing || mo == nil || mo.parked != nil || len(mo.inputs) == 0 {
+	pr := t.pending
+	if t.writing || pr == nil || pr.parked != nil || len(pr.inputs) == 0 {
 		return
 	}
 	t.writing = true
-	in, write, self, rt := mo.inputs[0], t.hooks.Input, t.self, t.rt
+	in, write, self, rt := pr.inputs[0], t.hooks.Input, t.self, t.rt
 	t.calls.run(rt, "input", func() {
 		err := messages.Contain("input", func() error { return write(in.data, in.eof) })
 		tellTask(rt.system.Root, self, &inputDone{err: err})
@@ -62,9 +62,9 @@ func (t *task) writeNext() {
 func (t *task) inputDone(ctx actor.Context, m *inputDone) {
 	t.calls.taken()
 	t.writing = false
-	mo := t.more // made by the input being answered
-	in := mo.inputs[0]
-	mo.inputs = mo.inputs[1:]
+	pr := t.pending // made by the input being answered
+	in := pr.inputs[0]
+	pr.inputs = pr.inputs[1:]
 	switch {
 	case m.err == nil:
 		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap})
@@ -77,7 +77,7 @@ func (t *task) inputDone(ctx actor.Context, m *inputDone) {
 		// the answer until the task ends, or for inputGrace, then give the write's
 		// own error. The queue waits behind it.
 		self, rt := t.self, t.rt
-		mo.parked = &parkedInput{req: in, err: fmt.Errorf("input to task %s: %w", t.snap.ID, m.err),
+		pr.parked = &parkedInput{req: in, err: fmt.Errorf("input to task %s: %w", t.snap.ID, m.err),
 			timer: time.AfterFunc(inputGrace, func() { tellTask(rt.system.Root, self, &inputGraceOver{}) })}
 		return
 	}
@@ -100,12 +100,12 @@ type parkedInput struct {
 }
 
 func (t *task) inputGraceOver(ctx actor.Context) {
-	mo := t.more
-	if mo == nil || mo.parked == nil {
+	pr := t.pending
+	if pr == nil || pr.parked == nil {
 		return
 	}
-	p := mo.parked
-	mo.parked = nil
+	p := pr.parked
+	pr.parked = nil
 	ctx.Send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: p.err})
 	t.writeNext()
 }
@@ -113,12 +113,12 @@ func (t *task) inputGraceOver(ctx actor.Context) {
 // failQueuedInputs answers the inputs not yet handed to the producer: the task is
 // stopping or settled, so they would go nowhere.
 func (t *task) failQueuedInputs(ctx actor.Context) {
-	mo := t.more
-	if mo == nil {
+	pr := t.pending
+	if pr == nil {
 		return // no input was ever accepted
 	}
-	if p := mo.parked; p != nil {
-		mo.parked = nil
+	if p := pr.parked; p != nil {
+		pr.parked = nil
 		p.timer.Stop()
 		ctx.Send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
@@ -126,8 +126,8 @@ func (t *task) failQueuedInputs(ctx actor.Context) {
 	if t.writing {
 		first = 1 // in flight: answered when the producer returns
 	}
-	for _, in := range mo.inputs[first:] {
+	for _, in := range pr.inputs[first:] {
 		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
-	mo.inputs = mo.inputs[:first]
+	pr.inputs = pr.inputs[:first]
 }

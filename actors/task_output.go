@@ -131,8 +131,8 @@ func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
 	t.nextWaiter++
 	n, self, rt := t.nextWaiter, t.self, t.rt
 	t.listening.Store(true) // before the first match: a write after it wakes the task
-	mo := t.moreOf()
-	mo.untils = append(mo.untils, &untilWaiter{n: n, pid: ctx.Sender(), re: re,
+	pr := t.pendingOf()
+	pr.untils = append(pr.untils, &untilWaiter{n: n, pid: ctx.Sender(), re: re,
 		timer: time.AfterFunc(m.Timeout, func() { tellTask(rt.system.Root, self, &untilTimeout{n: n}) })})
 	t.matchUntils(ctx)
 	if t.phase == phaseSettled {
@@ -143,12 +143,12 @@ func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
 // matchUntils answers the pending ReadUntil requests whose pattern now matches, in
 // order; each match consumes the output through its line, so the scan restarts.
 func (t *task) matchUntils(ctx actor.Context) {
-	mo := t.more
-	if mo == nil {
+	pr := t.pending
+	if pr == nil {
 		return
 	}
-	for i := 0; i < len(mo.untils); {
-		w := mo.untils[i]
+	for i := 0; i < len(pr.untils); {
+		w := pr.untils[i]
 		var out, match string
 		var ok bool
 		err := messages.Contain("read output", func() error {
@@ -159,7 +159,7 @@ func (t *task) matchUntils(ctx actor.Context) {
 			i++
 			continue
 		}
-		mo.untils = append(mo.untils[:i], mo.untils[i+1:]...)
+		pr.untils = append(pr.untils[:i], pr.untils[i+1:]...)
 		w.timer.Stop()
 		if err != nil {
 			ctx.Send(w.pid, &messages.ReadUntilReply{Err: fmt.Errorf("read output of task %s: %w", t.snap.ID, err)})
@@ -178,16 +178,16 @@ func (t *task) matchUntils(ctx actor.Context) {
 // what is new, so the model sees why nothing matched) or because its requester gave
 // up (consuming nothing).
 func (t *task) endUntil(ctx actor.Context, match func(*untilWaiter) bool, timedOut bool) {
-	mo := t.more
-	if mo == nil {
+	pr := t.pending
+	if pr == nil {
 		return
 	}
-	for i, w := range mo.untils {
+	for i, w := range pr.untils {
 		if !match(w) {
 			continue
 		}
 		w.timer.Stop()
-		mo.untils = append(mo.untils[:i], mo.untils[i+1:]...)
+		pr.untils = append(pr.untils[:i], pr.untils[i+1:]...)
 		r := messages.UntilResult{ReadResult: messages.ReadResult{Snapshot: t.snap}}
 		if timedOut {
 			r.Reason = messages.UntilTimedOut
@@ -207,12 +207,12 @@ func (t *task) endUntil(ctx actor.Context, match func(*untilWaiter) bool, timedO
 // of the output (after a last look for a match), and each sees the terminal
 // snapshot, so the task is reported.
 func (t *task) endUntils(ctx actor.Context, reason messages.UntilReason) {
-	mo := t.more
-	if mo == nil || len(mo.untils) == 0 {
+	pr := t.pending
+	if pr == nil || len(pr.untils) == 0 {
 		return
 	}
 	t.matchUntils(ctx)
-	for _, w := range mo.untils {
+	for _, w := range pr.untils {
 		w.timer.Stop()
 		out, err := t.consume()
 		if err != nil {
@@ -223,7 +223,7 @@ func (t *task) endUntils(ctx actor.Context, reason messages.UntilReason) {
 		ctx.Send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
 			ReadResult: messages.ReadResult{Output: out, Snapshot: t.snap}, Reason: reason}})
 	}
-	mo.untils = nil
+	pr.untils = nil
 }
 
 // Bounds of one observer read.

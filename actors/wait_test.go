@@ -184,7 +184,7 @@ func TestWaitAndKillOnASettledTaskAreAnsweredFromTheIndex(t *testing.T) {
 				assert.Equal(t, messages.Completed, s.Status)
 				assert.True(t, s.Reported, "a wait that returned the end marks the task reported")
 			case "kill":
-				res, err := rt.Tasks().Kill(bg, id, "a1", "late")
+				res, _, err := rt.Tasks().Kill(bg, id, "a1", "late")
 				require.NoError(t, err)
 				assert.Equal(t, messages.KillAlreadyTerminal, res)
 			}

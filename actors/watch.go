@@ -276,8 +276,8 @@ func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 		self, rt, n := t.self, t.rt, w.n
 		w.timer = time.AfterFunc(m.opts.Timeout, func() { tellTask(rt.system.Root, self, &watchTimeout{n: n}) })
 	}
-	mo := t.moreOf()
-	mo.watches = append(mo.watches, w)
+	pr := t.pendingOf()
+	pr.watches = append(pr.watches, w)
 	ctx.Respond(&errReply{})
 }
 
@@ -285,11 +285,11 @@ func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 // line; final treats an unfinished last line as a line (the task settled).
 func (t *task) scanWatches(final bool) {
 	out := t.stream()
-	mo := t.more
-	if out == nil || mo == nil || len(mo.watches) == 0 {
+	pr := t.pending
+	if out == nil || pr == nil || len(pr.watches) == 0 {
 		return
 	}
-	for _, w := range mo.watches {
+	for _, w := range pr.watches {
 		err := messages.Contain("peek output", func() error {
 			for {
 				data, next, missed := out.Peek(w.off, maxPeek)
@@ -359,17 +359,17 @@ func (w *outputWatch) line(b []byte) {
 // endWatch removes watch n and closes its delivery with the closing text ("" for
 // none).
 func (t *task) endWatch(n uint64, closing string) {
-	mo := t.more
-	if mo == nil {
+	pr := t.pending
+	if pr == nil {
 		return
 	}
-	for i, w := range mo.watches {
+	for i, w := range pr.watches {
 		if w.n == n {
 			if w.timer != nil {
 				w.timer.Stop()
 			}
 			w.d.close(closing)
-			mo.watches = append(mo.watches[:i], mo.watches[i+1:]...)
+			pr.watches = append(pr.watches[:i], pr.watches[i+1:]...)
 			return
 		}
 	}
@@ -379,8 +379,8 @@ func (t *task) endWatch(n uint64, closing string) {
 // completion notice says so) or its actor stopped.
 func (t *task) endWatches() {
 	t.scanWatches(true)
-	for mo := t.more; mo != nil && len(mo.watches) > 0; {
-		t.endWatch(mo.watches[0].n, "")
+	for pr := t.pending; pr != nil && len(pr.watches) > 0; {
+		t.endWatch(pr.watches[0].n, "")
 	}
 }
 
@@ -390,8 +390,8 @@ func (t *task) receiveWatch(ctx actor.Context) bool {
 		t.startWatch(ctx, m)
 	case *watchTimeout:
 		t.scanWatches(false)
-		if mo := t.more; mo != nil {
-			for _, w := range mo.watches {
+		if pr := t.pending; pr != nil {
+			for _, w := range pr.watches {
 				if w.n == m.n {
 					t.endWatch(m.n, fmt.Sprintf("its timeout of %d ms passed", w.timeout.Milliseconds()))
 					break

@@ -77,10 +77,11 @@ type KillTask struct {
 	Reason string
 }
 
-// KillReply answers KillTask.
+// KillReply answers KillTask, with the task's snapshot after the kill.
 type KillReply struct {
-	Result KillResult
-	Err    error
+	Result   KillResult
+	Snapshot Snapshot
+	Err      error
 }
 
 // WaitTask waits for a task to settle. The reply, *WaitReply, comes at settlement

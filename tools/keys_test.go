@@ -49,7 +49,7 @@ func TestBashStartKeys(t *testing.T) {
 		if other.Data != (tools.Handle{Kind: "background", TaskID: "bash-2"}) {
 			t.Errorf("another key: got %+v, want bash-2 started", other)
 		}
-		if _, err := e.rt.Tasks().Kill(bg, "bash-1", "a1", "done"); err != nil {
+		if _, _, err := e.rt.Tasks().Kill(bg, "bash-1", "a1", "done"); err != nil {
 			t.Fatal(err)
 		}
 		e.settled(t, "bash-1", "a1")

@@ -335,16 +335,12 @@ func (t *TaskTools) callKill(ctx context.Context, caller messages.AgentID, raw j
 	if strings.TrimSpace(reason) == "" {
 		reason = "killed by task_kill"
 	}
-	res, err := t.rt.Tasks().Kill(ctx, id, caller, reason)
+	res, s, err := t.rt.Tasks().Kill(ctx, id, caller, reason)
 	if err != nil {
 		return taskErrResult(a.TaskID, err)
 	}
 	if res == messages.KillRequested {
 		return Result{Text: killRequestedText(id)}
-	}
-	s, err := t.rt.Tasks().Get(ctx, id, caller)
-	if err != nil {
-		return taskErrResult(a.TaskID, err)
 	}
 	return Result{Text: StatusLine(s)}
 }

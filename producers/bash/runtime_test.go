@@ -126,7 +126,7 @@ func TestRuntimeInputErrors(t *testing.T) {
 		id, err := rt.Tasks().Start(ctx, p.Spec("", Command{Command: "echo ready; sleep 1000"}))
 		require.NoError(t, err)
 		assert.ErrorIs(t, rt.Tasks().Input(ctx, id, "", []byte("x"), false), messages.ErrNoInput)
-		_, err = rt.Tasks().Kill(ctx, id, "", "done")
+		_, _, err = rt.Tasks().Kill(ctx, id, "", "done")
 		require.NoError(t, err)
 		settled(t, rt, id, "")
 	})
@@ -191,7 +191,7 @@ func TestRuntimeInputRacingAKill(t *testing.T) {
 				for range cap(errs) {
 					wg.Go(func() { errs <- rt.Tasks().Input(ctx, id, "", chunk, false) })
 				}
-				kill, err := rt.Tasks().Kill(ctx, id, "", "racing inputs")
+				kill, _, err := rt.Tasks().Kill(ctx, id, "", "racing inputs")
 				require.NoError(t, err)
 				assert.Equal(t, messages.KillRequested, kill)
 				wg.Wait()

@@ -205,7 +205,7 @@ func TestReplicatedStore(t *testing.T) {
 		oe2, err := o.p.Epoch()
 		require.NoError(t, err)
 		assert.Equal(t, oe, oe2, "the owner node kept its lease")
-		_, err = o.rt.Tasks().Kill(ctx, id, "", "done")
+		_, _, err = o.rt.Tasks().Kill(ctx, id, "", "done")
 		require.NoError(t, err)
 		s := o.settled(t, id, "")
 		assert.Equal(t, messages.Killed, s.Status, "killed, not lost: %s", s.Detail)

@@ -281,7 +281,7 @@ func TestOwnerNodeCutOffFromNATS(t *testing.T) {
 	p.proxy.Cut()
 	inputErr := make(chan error, 1)
 	go func() { inputErr <- o.rt.Tasks().Input(ctx, fed, "a1", []byte("during the cut\n"), false) }()
-	_, err = o.rt.Tasks().Kill(ctx, ids[0], "a1", "killed during the cut")
+	_, _, err = o.rt.Tasks().Kill(ctx, ids[0], "a1", "killed during the cut")
 	require.NoError(t, err)
 	got, fenced := o.settledAll(t, len(ids))
 	for _, id := range ids {

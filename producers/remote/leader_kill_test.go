@@ -200,7 +200,7 @@ func TestStreamLeaderKilled(t *testing.T) {
 	got, err := o.rt.Tasks().Get(ctx, id, "")
 	require.NoError(t, err)
 	assert.Equal(t, messages.Running, got.Status, "not declared lost")
-	_, err = o.rt.Tasks().Kill(ctx, id, "", "done")
+	_, _, err = o.rt.Tasks().Kill(ctx, id, "", "done")
 	require.NoError(t, err)
 	s := o.settled(t, id, "")
 	assert.Equal(t, messages.Killed, s.Status, s.Detail)

@@ -183,7 +183,7 @@ func (s *Server) extTasksMethod(ctx context.Context, method string, req mcp.Requ
 		return s.extGet(ctx, o, pt, req.GetExtra())
 	case "tasks/cancel":
 		if _, ok := pt.cancel(); ok {
-			if _, err := s.rt.Tasks().Kill(ctx, pt.rid, o.agent, "cancelled by tasks/cancel"); err != nil {
+			if _, _, err := s.rt.Tasks().Kill(ctx, pt.rid, o.agent, "cancelled by tasks/cancel"); err != nil {
 				s.log.Warn("cancelling a task", "task", pt.rid, "err", err)
 			}
 		}

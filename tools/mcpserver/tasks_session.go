@@ -283,7 +283,7 @@ func (s *Server) tasksCancel(ctx context.Context, ss *mcp.ServerSession, p *task
 			Message: fmt.Sprintf("cannot cancel task %s: it is already %s", tools.Label(p.TaskID), status)}
 	}
 	o.noteStatus(pt)
-	if _, err := s.rt.Tasks().Kill(ctx, pt.rid, o.agent, "cancelled by tasks/cancel"); err != nil && !errors.Is(err, messages.ErrTaskNotFound) {
+	if _, _, err := s.rt.Tasks().Kill(ctx, pt.rid, o.agent, "cancelled by tasks/cancel"); err != nil && !errors.Is(err, messages.ErrTaskNotFound) {
 		s.log.Warn("cancelling a protocol task", "task", pt.rid, "err", err)
 	}
 	return taskAnswer(pt), nil

@@ -264,7 +264,7 @@ func readWakeups(rt *actors.Runtime, spec func(bash.Command) messages.Spec, n in
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	_, _ = rt.Tasks().Kill(ctx, id, "", "")
+	_, _, _ = rt.Tasks().Kill(ctx, id, "", "")
 	_, err = rt.Tasks().Wait(ctx, id, "", limit)
 	return ds, err
 }

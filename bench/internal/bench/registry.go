@@ -108,7 +108,8 @@ func (a *actorsRegistry) Read(ctx context.Context, id messages.TaskID, caller me
 }
 
 func (a *actorsRegistry) Kill(ctx context.Context, id messages.TaskID, caller messages.AgentID, reason string) (messages.KillResult, error) {
-	return a.rt.Tasks().Kill(ctx, id, caller, reason)
+	res, _, err := a.rt.Tasks().Kill(ctx, id, caller, reason)
+	return res, err
 }
 
 func (a *actorsRegistry) Wait(ctx context.Context, id messages.TaskID, caller messages.AgentID, timeout time.Duration) (messages.Snapshot, error) {

@@ -201,7 +201,7 @@ func (w *worker) step() bool {
 		w.h.saw(id, s, "wait", true)
 	case "kill":
 		id := w.own[w.rng.IntN(len(w.own))]
-		res, err := w.h.rt.Tasks().Kill(ctx, id, w.id, "stress kill")
+		res, _, err := w.h.rt.Tasks().Kill(ctx, id, w.id, "stress kill")
 		w.record(op, err, err != nil)
 		switch {
 		case err != nil:
@@ -309,7 +309,7 @@ func (w *worker) foreign(ctx context.Context, op string) {
 	case "read":
 		_, err = w.h.rt.Tasks().Read(ctx, id, caller)
 	case "kill":
-		_, err = w.h.rt.Tasks().Kill(ctx, id, caller, "foreign:"+string(caller))
+		_, _, err = w.h.rt.Tasks().Kill(ctx, id, caller, "foreign:"+string(caller))
 	case "wait":
 		_, err = w.h.rt.Tasks().Wait(ctx, id, caller, time.Millisecond)
 	}
@@ -341,7 +341,7 @@ func (w *worker) unownedOp(ctx context.Context) {
 		r, err = w.h.rt.Tasks().Read(ctx, id, w.id)
 		s = r.Snapshot
 	case "kill":
-		_, err = w.h.rt.Tasks().Kill(ctx, id, w.id, "stress kill")
+		_, _, err = w.h.rt.Tasks().Kill(ctx, id, w.id, "stress kill")
 	case "wait":
 		s, err = w.h.rt.Tasks().Wait(ctx, id, w.id, time.Duration(1+w.rng.IntN(10))*time.Millisecond)
 	}

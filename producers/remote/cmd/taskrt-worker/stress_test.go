@@ -186,7 +186,7 @@ func TestManyOwnersOnTwoWorkersWithACrash(t *testing.T) {
 					crash()
 				}
 				if rng.IntN(4) == 0 { // the fence: another owner can neither kill nor feed it
-					_, kerr := node.rt.Tasks().Kill(ctx, id, foreign, "foreign")
+					_, _, kerr := node.rt.Tasks().Kill(ctx, id, foreign, "foreign")
 					ierr := node.rt.Tasks().Input(ctx, id, foreign, []byte("foreign\n"), false)
 					if !errors.Is(kerr, messages.ErrTaskNotFound) || !errors.Is(ierr, messages.ErrTaskNotFound) {
 						mu.Lock()
@@ -201,7 +201,7 @@ func TestManyOwnersOnTwoWorkersWithACrash(t *testing.T) {
 					}
 					_ = node.rt.Tasks().Input(ctx, id, agent, nil, true)
 				case kind == 1 && (i%4 != 0 || rng.IntN(2) == 0): // the rest go with their owner's disposal
-					kr, err := node.rt.Tasks().Kill(ctx, id, agent, "random kill")
+					kr, _, err := node.rt.Tasks().Kill(ctx, id, agent, "random kill")
 					require.NoError(t, err)
 					st.killed = kr == messages.KillRequested
 					st.lateKill = kr == messages.KillAlreadyTerminal
