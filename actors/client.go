@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/taskrt/taskrt/messages"
 )
@@ -168,113 +165,6 @@ func (t *Tasks) List(ctx context.Context, caller messages.AgentID) ([]messages.S
 	return r.Snapshots, r.Err
 }
 
-// Read returns a stream task's output since the previous read (one consuming cursor
-// per task), or a final-output task's output once it is terminal ("" before), with
-// the snapshot. A read that returns a terminal snapshot marks the task reported.
-func (t *Tasks) Read(ctx context.Context, id messages.TaskID, caller messages.AgentID) (messages.ReadResult, error) {
-	m, err := t.rt.ask(ctx, &messages.ReadTask{ID: id, Caller: caller})
-	if err != nil {
-		return messages.ReadResult{}, taskErr(id, err)
-	}
-	r := m.(*messages.ReadReply)
-	return r.Result, r.Err
-}
-
-// Wait blocks until the task settles and returns its terminal snapshot (marking it
-// reported), or returns the still-running snapshot and a nil error when timeout
-// passes. Cancelling ctx ends only this wait (the task is untouched, and not marked
-// reported) and returns ctx's error with the current snapshot — unless the task had
-// settled by then, in which case the terminal snapshot is returned with a nil error.
-// Any number of waits may be pending on one task.
-func (t *Tasks) Wait(ctx context.Context, id messages.TaskID, caller messages.AgentID, timeout time.Duration) (messages.Snapshot, error) {
-	rt := t.rt
-	if timeout <= 0 {
-		return messages.Snapshot{}, invalidWaitTimeout(timeout)
-	}
-	// The deadline travels in the request: the task actor ends the wait itself. An
-	// abandoned wait is answered with the terminal snapshot if the task settled first,
-	// or with the current one.
-	m, abandoned, err := rt.abandonable(ctx, &messages.WaitTask{ID: id, Caller: caller, Timeout: timeout},
-		func(w *actor.PID) registryMsg { return &abandonWait{id: id, caller: caller, waiter: w} })
-	if err != nil {
-		return messages.Snapshot{}, err
-	}
-	s, err := waitResult(id, m)
-	if abandoned && err == nil && !s.Status.Terminal() {
-		return s, ctx.Err()
-	}
-	return s, err
-}
-
-// Input writes data to a task's input (a process's stdin) and, when eof is set,
-// closes it afterwards. It is routed like Read, Kill and Wait, with the same owner
-// fence, to the task actor, which hands it to the producer's Input hook off its
-// mailbox: inputs to one task are written one at a time, in the order they arrive, and
-// a full pipe never blocks the runtime. It returns once the producer took the write.
-// Errors: ErrNoInput (the producer takes no input), ErrInputClosed (eof was already
-// sent), ErrTaskEnded (the task finished or is being stopped, even if it exited
-// between the check and the write), ErrInvalidArgument (more than MaxInput bytes).
-// Invalid UTF-8 is passed through as bytes.
-func (t *Tasks) Input(ctx context.Context, id messages.TaskID, caller messages.AgentID, data []byte, eof bool) error {
-	if len(data) > messages.MaxInput {
-		return fmt.Errorf("%w: input of %d bytes is over the bound of %d bytes per call", messages.ErrInvalidArgument, len(data), messages.MaxInput)
-	}
-	m, err := t.rt.ask(ctx, &messages.InputTask{ID: id, Caller: caller, Data: data, EOF: eof})
-	if err != nil {
-		return taskErr(id, err)
-	}
-	return m.(*messages.InputReply).Err
-}
-
-// ReadUntil reads a stream task's output up to a pattern (RE2 syntax). It returns as
-// soon as the task's unread output contains a match — consuming through the end of
-// the line that matched; what follows stays for the next read — or when the task
-// settles or timeout passes, consuming everything new; Reason says which, and Match
-// holds the matched text. Matching runs on the task's actor, over the output the
-// producer holds in memory (a bounded window), never on the registry. A task without
-// an output stream (a final-output kind, or a producer without Hooks.Output) fails
-// with ErrNoOutputStream; a pattern that does not compile with ErrInvalidArgument.
-// A result that shows the terminal snapshot marks the task reported. Cancelling ctx
-// ends only the wait, consuming nothing.
-func (t *Tasks) ReadUntil(ctx context.Context, id messages.TaskID, caller messages.AgentID, pattern string, timeout time.Duration) (messages.UntilResult, error) {
-	rt := t.rt
-	if timeout <= 0 {
-		return messages.UntilResult{}, invalidWaitTimeout(timeout)
-	}
-	if _, err := regexp.Compile(pattern); err != nil {
-		return messages.UntilResult{}, fmt.Errorf("%w: pattern: %v", messages.ErrInvalidArgument, err)
-	}
-	m, abandoned, err := rt.abandonable(ctx, &messages.ReadUntil{ID: id, Caller: caller, Pattern: pattern, Timeout: timeout},
-		func(w *actor.PID) registryMsg { return &abandonWait{id: id, caller: caller, waiter: w} })
-	if err != nil {
-		return messages.UntilResult{}, err
-	}
-	rep, ok := m.(*messages.ReadUntilReply)
-	if !ok {
-		return messages.UntilResult{}, notFound(id)
-	}
-	if abandoned && rep.Err == nil && rep.Result.Reason == "" {
-		return rep.Result, ctx.Err()
-	}
-	return rep.Result, rep.Err
-}
-
-// Peek is an observer read: up to maxBytes raw bytes of a stream task's output from byte
-// offset off on, without moving the consuming cursor the model reads with — a UI can
-// tail a task without stealing its output. The result says where the next read
-// starts and how many bytes from off on are no longer held (outside the head and
-// tail the producer keeps, or dropped). maxBytes <= 0 means 64 KiB; at most 1 MiB is
-// returned. Tasks without an output stream fail with ErrNoOutputStream; a tombstone
-// returns no bytes and its snapshot. The owner fence applies as to every call.
-func (t *Tasks) Peek(ctx context.Context, id messages.TaskID, caller messages.AgentID, off int64, maxBytes int) (messages.PeekResult, error) {
-	m, err := t.rt.ask(ctx, &messages.PeekTask{ID: id, Caller: caller, Offset: off, Max: maxBytes})
-	if err != nil {
-		return messages.PeekResult{}, taskErr(id, err)
-	}
-	r := m.(*messages.PeekReply)
-	return r.Result, r.Err
-}
-
 // WaitAny waits until one of the tasks ids names has settled, or timeout passes. It
 // returns the snapshots in the order of the ids (duplicates removed): at least one
 // terminal, unless the timeout passed first (then every one is running, and the
@@ -290,15 +180,6 @@ func (t *Tasks) WaitAny(ctx context.Context, ids []messages.TaskID, caller messa
 // WaitAll is WaitAny that waits until every task has settled.
 func (t *Tasks) WaitAll(ctx context.Context, ids []messages.TaskID, caller messages.AgentID, timeout time.Duration) ([]messages.Snapshot, error) {
 	return t.waitSet(ctx, ids, caller, messages.WaitAll, timeout)
-}
-
-func waitResult(id messages.TaskID, m any) (messages.Snapshot, error) {
-	switch r := m.(type) {
-	case *messages.WaitReply:
-		return r.Snapshot, r.Err
-	default: // a dead letter: the record went away
-		return messages.Snapshot{}, notFound(id)
-	}
 }
 
 // OnDone adds a listener of every task settlement, in settlement order. Each

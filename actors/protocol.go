@@ -289,7 +289,7 @@ type teardownDone struct {
 	pid *actor.PID // the task actor
 }
 
-// outcomeMsg: the producer's Done delivered (watcher goroutine → task).
+// outcomeMsg: the producer's Done delivered (done selector → task).
 type outcomeMsg struct {
 	outcome messages.Outcome
 	ok      bool // false: Done was closed without a value

@@ -278,13 +278,7 @@ func (t *task) receiveQueued(ctx actor.Context) bool {
 	case *messages.KillTask:
 		t.kill(ctx, m)
 	case *teardown:
-		t.pendingOf().teardownBy = ctx.Sender()
-		if q.starting {
-			q.teardown = m.reason
-			return true
-		}
-		t.markReported() // carried by the settlement
-		t.transition(ctx, killedWhileQueued, messages.Outcome{Status: messages.Killed, Detail: "never started: " + m.reason})
+		t.teardown(ctx, m)
 	case *watchTask:
 		ctx.Respond(&errReply{err: fmt.Errorf("%w: %s is queued: watch it once it runs", messages.ErrInvalidArgument, t.snap.ID)})
 		t.toRegistry(ctx, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
@@ -310,8 +304,8 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 	}
 	t.hooks = m.hooks
 	t.transition(ctx, queuedStarted, messages.Outcome{})
-	t.watchOutput()
-	t.watchDone(ctx)
+	t.followOutput()
+	t.selectDone(ctx)
 	t.queuedKills(ctx, true)
 	if q.teardown != "" {
 		t.beginTeardown(ctx, q.teardown)

@@ -201,38 +201,17 @@ func (r *registry) receive(ctx actor.Context) {
 	case *messages.ListTasks:
 		ctx.Respond(&messages.ListReply{Snapshots: r.list(m.Caller)})
 	case *messages.ReadTask:
-		if !r.route(ctx, m.ID, m.Caller) {
-			ctx.Respond(&messages.ReadReply{Err: notFound(m.ID)})
-		}
+		r.read(ctx, m)
 	case *messages.KillTask:
 		r.kill(ctx, m)
 	case *messages.ReadUntil:
-		switch {
-		case m.Timeout <= 0:
-			ctx.Respond(&messages.ReadUntilReply{Err: invalidWaitTimeout(m.Timeout)})
-		case !r.route(ctx, m.ID, m.Caller):
-			ctx.Respond(&messages.ReadUntilReply{Err: notFound(m.ID)})
-		}
+		r.readUntil(ctx, m)
 	case *messages.PeekTask:
-		if !r.route(ctx, m.ID, m.Caller) {
-			ctx.Respond(&messages.PeekReply{Err: notFound(m.ID)})
-		}
+		r.peek(ctx, m)
 	case *messages.InputTask:
-		switch {
-		case len(m.Data) > messages.MaxInput:
-			ctx.Respond(&messages.InputReply{Err: fmt.Errorf("%w: input of %d bytes is over the bound of %d bytes per call",
-				messages.ErrInvalidArgument, len(m.Data), messages.MaxInput)})
-		case !r.route(ctx, m.ID, m.Caller):
-			ctx.Respond(&messages.InputReply{Err: notFound(m.ID)})
-		}
+		r.input(ctx, m)
 	case *messages.WaitTask:
-		switch {
-		case m.Timeout <= 0:
-			ctx.Respond(&messages.WaitReply{ID: m.ID, Err: invalidWaitTimeout(m.Timeout)})
-		case r.answerSettled(ctx, m.ID, m.Caller):
-		case !r.route(ctx, m.ID, m.Caller):
-			ctx.Respond(&messages.WaitReply{ID: m.ID, Err: notFound(m.ID)})
-		}
+		r.wait(ctx, m)
 	case *messages.WaitTasks:
 		req, err := r.checkWaitSet(m)
 		if err != nil {
@@ -297,11 +276,7 @@ func (r *registry) receive(ctx actor.Context) {
 	case *taskSettled:
 		r.settled(ctx, m)
 	case *abandonWait:
-		// Nothing to do when the task is gone or evicted: its actor answered every
-		// waiter when it settled or stopped.
-		if e, ok := r.tasks[m.id]; ok && e.pid != nil && r.visible(e.snap.Owner, m.caller) {
-			ctx.Forward(e.pid)
-		}
+		r.abandonWait(ctx, m)
 
 	// ---- surfaces, listeners, notices ----
 	case *attachSurface:
@@ -519,69 +494,6 @@ func (r *registry) settled(ctx actor.Context, m *taskSettled) {
 
 // ---- reads ----
 
-// route forwards a request to the task actor after the owner fence; the task answers
-// the original sender. It reports false for an unknown id and, alike, for a task the
-// caller may not reach: the caller then answers with the same not-found error.
-// A tombstone is answered by the registry itself, from its snapshot.
-func (r *registry) route(ctx actor.Context, id messages.TaskID, caller messages.AgentID) bool {
-	e, ok := r.tasks[id]
-	if !ok || !r.visible(e.snap.Owner, caller) {
-		return false
-	}
-	if e.pid != nil {
-		ctx.Forward(e.pid)
-		return true
-	}
-	// A tombstone answers from its snapshot. A read, kill or wait shows the model the
-	// task's end, so the task is reported, as a live record would be; an observer read
-	// (Peek) and a refused input are not.
-	switch ctx.Message().(type) {
-	case *messages.ReadTask, *messages.KillTask, *messages.WaitTask, *messages.ReadUntil:
-		e.report()
-	}
-	switch m := ctx.Message().(type) {
-	case *messages.ReadTask:
-		ctx.Respond(&messages.ReadReply{Result: messages.ReadResult{Snapshot: e.snap}})
-	case *messages.WaitTask:
-		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
-	case *messages.ReadUntil:
-		ctx.Respond(&messages.ReadUntilReply{Result: messages.UntilResult{
-			ReadResult: messages.ReadResult{Snapshot: e.snap}, Reason: messages.UntilEnded}})
-	case *messages.PeekTask:
-		ctx.Respond(&messages.PeekReply{Result: messages.PeekResult{Next: max(m.Offset, 0), Snapshot: e.snap}})
-	case *messages.InputTask:
-		ctx.Respond(&messages.InputReply{Snapshot: e.snap,
-			Err: fmt.Errorf("%w: %s is %s", messages.ErrTaskEnded, e.snap.ID, e.snap.Status)})
-	}
-	return true
-}
-
-// answerSettled answers a wait or a kill on a settled task that still has its actor
-// from the index, the way the task actor would (the terminal snapshot; already
-// terminal) and without the hop to it: the registry's snapshot of a settled task is
-// the task's own (taskSettled came before), but for Reported, which the registry sets
-// here and tells the task (reportedByRegistry), ahead of every later request it
-// routes to it, so that the task's later replies show it. The answer shows the
-// model the task's end, so the task is reported before it is answered: a
-// completion notice claimed after this answer is suppressed. It reports false when
-// the request is not one it answers (unknown, fenced, live, tombstone: route has
-// those rules).
-func (r *registry) answerSettled(ctx actor.Context, id messages.TaskID, caller messages.AgentID) bool {
-	e, ok := r.tasks[id]
-	if !ok || e.pid == nil || !e.snap.Status.Terminal() || !r.visible(e.snap.Owner, caller) {
-		return false
-	}
-	if !e.snap.Reported {
-		e.snap.Reported = true
-		tellTask(ctx, e.pid, &reportedByRegistry{})
-	}
-	switch ctx.Message().(type) {
-	case *messages.WaitTask:
-		ctx.Respond(&messages.WaitReply{ID: e.snap.ID, Snapshot: e.snap})
-	}
-	return true
-}
-
 // reach is the owner fence: the caller's record of task id, or nil for an unknown
 // id and, alike, for a task the caller may not reach — one not-found answer for
 // both, so that no task's existence leaks.
@@ -597,8 +509,13 @@ func (r *registry) reach(id messages.TaskID, caller messages.AgentID) *taskEntry
 // answers itself.
 func (e *taskEntry) tombstone() bool { return e.pid == nil }
 
-// reportSettled marks a settled task whose actor lives reported, answering for it
-// from the index, and tells the task (see answerSettled).
+// reportSettled marks a settled task whose actor lives reported, for an answer
+// the registry gives from its index without the hop to the task (a wait or a kill:
+// the registry's snapshot of a settled task is the task's own, taskSettled having
+// come before), and tells the task (reportedByRegistry), ahead of every later
+// request it routes there, so that the task's later replies show it. The answer
+// shows the model the task's end, so the task is reported before it is answered:
+// a completion notice claimed after it is suppressed.
 func (r *registry) reportSettled(ctx actor.Context, e *taskEntry) {
 	if !e.snap.Reported {
 		e.snap.Reported = true

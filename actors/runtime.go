@@ -43,7 +43,7 @@ type Runtime struct {
 	abort       context.Context
 	abortCancel context.CancelFunc
 
-	// wg owns every goroutine the runtime starts (Done watchers, Cancel calls,
+	// wg owns every goroutine the runtime starts (done selectors, Cancel calls,
 	// cleanups, deferred Releases); Close waits for it.
 	wg sync.WaitGroup
 	// lastDeadLetter is when the runtime's own actor system last had a dead letter
@@ -69,8 +69,8 @@ type Runtime struct {
 	// replies is a free list of reply processes whose answer was received.
 	replies chan *reply
 
-	// watcher watches the running tasks' Done channels (see donewatch.go).
-	watcher doneWatcher
+	// selector awaits the running tasks' Done channels (see doneselect.go).
+	selector doneSelector
 
 	metrics *instruments
 }
@@ -98,7 +98,7 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	}
 	rt := &Runtime{cfg: cfg, log: cfg.logger, stopped: make(chan struct{}), replies: make(chan *reply, 256)}
 	rt.abort, rt.abortCancel = context.WithCancel(context.Background())
-	rt.watcher.rt = rt
+	rt.selector.rt = rt
 	in, err := newInstruments(rt, cfg.meters)
 	if err != nil {
 		return nil, fmt.Errorf("taskrt: metrics: %w", err)

@@ -40,7 +40,7 @@ import (
 // stopping the actor, whose Stopped handler runs the producer's Release once every
 // producer call returned. That is the end of the actor, not a phase of it.
 //
-// The Done channel is watched off the mailbox (donewatch.go), which sends the
+// The Done channel is awaited off the mailbox (doneselect.go), which sends the
 // outcome home, and Cancel runs on a goroutine that sends its result home, so no
 // producer code ever runs on the mailbox except the non-blocking ReadOutput.
 type task struct {
@@ -76,7 +76,7 @@ type task struct {
 	inputShut bool // an input with eof was accepted: later inputs are refused
 	overdue   bool // the settle timer fired: answer teardown even with a Cancel hung
 
-	watch *watch // the Done watch; nil when the outcome was there at once
+	done *doneSlot // where Done is awaited; nil when the outcome was there at once
 }
 
 // pendingRequests are the requests a task holds until an event answers them, and
@@ -125,13 +125,6 @@ const (
 
 func (p taskPhase) String() string {
 	return [...]string{"queued", "running", "stopping", "settled"}[p]
-}
-
-// waiter is one pending WaitTask.
-type waiter struct {
-	n     uint64
-	pid   *actor.PID
-	timer *time.Timer
 }
 
 // taskRule is an arrow of the task machine, named after the rule it implements.
@@ -321,15 +314,15 @@ func (t *task) receive(ctx actor.Context) {
 			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
 		}
 		// Output first: output written before now is announced with a message to
-		// self, which must reach the mailbox before any outcome the Done watcher
+		// self, which must reach the mailbox before any outcome the done selector
 		// forwards, so that a task's output event never follows its settlement.
-		if t.phase != phaseQueued { // a queued task watches once it runs (queue.go)
-			t.watchOutput()
-			t.watchDone(ctx)
+		if t.phase != phaseQueued { // a queued task follows them once it runs (queue.go)
+			t.followOutput()
+			t.selectDone(ctx)
 		}
 		t.flushSpawning(ctx)
 		// The starter last: a task whose work was done within Run has settled by
-		// now (watchDone), so the settlement is indexed before the id is known.
+		// now (selectDone), so the settlement is indexed before the id is known.
 		if t.starter != nil {
 			ctx.Send(t.starter, &startReply{id: t.snap.ID})
 			t.starter = nil
@@ -343,8 +336,7 @@ func (t *task) receive(ctx actor.Context) {
 	case *messages.WaitTask:
 		t.wait(ctx, m)
 	case *abandonWait:
-		t.endWait(ctx, func(w *waiter) bool { return w.pid.Equal(m.waiter) })
-		t.endUntil(ctx, func(w *untilWaiter) bool { return w.pid.Equal(m.waiter) }, false)
+		t.abandonWait(ctx, m)
 	case *messages.ReadUntil:
 		t.readUntil(ctx, m)
 	case *untilTimeout:
@@ -363,12 +355,7 @@ func (t *task) receive(ctx actor.Context) {
 	case *waitTimeout:
 		t.endWait(ctx, func(w *waiter) bool { return w.n == m.n })
 	case *teardown:
-		t.pendingOf().teardownBy = ctx.Sender()
-		if t.phase == phaseSettled {
-			t.answerTeardown(ctx)
-			return
-		}
-		t.beginTeardown(ctx, m.reason)
+		t.teardown(ctx, m)
 	case *cancelResult:
 		t.cancelled(ctx, m)
 	case *messages.InputTask:
@@ -380,35 +367,12 @@ func (t *task) receive(ctx actor.Context) {
 	case *reportedByRegistry:
 		t.markReported() // the registry knows: it answered a wait or a kill for it
 	case *settleTimeout:
-		t.overdue = true
-		if settleTimedOut.applies(t.phase) {
-			t.rt.nAbandoned.Add(1)
-			t.rt.metrics.abandoned.Add(bg, 1)
-			t.rt.log.Error("taskrt: task did not settle after cancel; abandoned", "task", t.snap.ID, "after", t.rt.cfg.settleTimeout)
-			t.transition(ctx, settleTimedOut, messages.Outcome{Status: messages.Failed,
-				Detail: fmt.Sprintf("abandoned: did not settle within %s after cancel", t.rt.cfg.settleTimeout)})
-		}
-		t.answerTeardown(ctx)
+		t.settleTimedOut(ctx)
 	case *actor.Stopped:
 		t.stopped()
 	default:
 		t.receiveWatch(ctx)
 	}
-}
-
-// beginTeardown cancels the task for its owner's disposal or the runtime's close.
-func (t *task) beginTeardown(ctx actor.Context, reason string) {
-	// Teardown marks the task reported: no notice goes to a dying owner. The mark
-	// rides on the transition's message, or goes alone when the task is stopping
-	// already (a kill in flight).
-	if t.markReported() && !t.transition(ctx, teardownBegan, messages.Outcome{}) {
-		t.toRegistry(ctx, &taskChanged{snap: t.snap})
-	}
-	if pr := t.pendingOf(); pr.settleT == nil {
-		self, rt := t.self, t.rt
-		pr.settleT = time.AfterFunc(rt.cfg.settleTimeout, func() { tellTask(rt.system.Root, self, &settleTimeout{}) })
-	}
-	t.cancelAsync(reason, nil)
 }
 
 // transition is the only place the task's phase and status change: it applies
@@ -460,7 +424,7 @@ func (t *task) settle(ctx actor.Context, o messages.Outcome) {
 	if t.liveWaiters() > 0 || t.killsInFlight() > 0 {
 		t.markReported()
 	}
-	t.stopWatch()
+	t.stopSelect()
 	t.endWatches() // after a last scan: their notices come before the completion notice
 	var size int64
 	if out := t.stream(); out != nil {
@@ -468,13 +432,7 @@ func (t *task) settle(ctx actor.Context, o messages.Outcome) {
 	}
 	t.toRegistry(ctx, &taskSettled{id: t.snap.ID, status: t.snap.Status, detail: t.snap.Detail, finished: t.snap.Finished,
 		reported: t.snap.Reported, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
-	for _, w := range t.waiters {
-		w.timer.Stop()
-		if t.rt.alive(w.pid) { // a requester that gave up gets nothing
-			ctx.Send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
-		}
-	}
-	t.waiters = nil
+	t.waitersAtSettle(ctx)
 	t.endUntils(ctx, messages.UntilEnded)
 	t.failQueuedInputs(ctx)
 	t.answerTeardown(ctx)
@@ -536,14 +494,14 @@ func (t *task) outcome(ctx actor.Context, m *outcomeMsg) {
 	}
 }
 
-// watchDone waits for the producer's Done off the mailbox and sends the outcome home.
+// selectDone awaits the producer's Done off the mailbox and sends the outcome home.
 // An outcome that is there already (work done within Run) is taken at once, without
-// a watcher goroutine: it settles the task on the spot when no output announcement
+// a selector: it settles the task on the spot when no output announcement
 // is on its way to the mailbox (grew unset: nothing written before now needs an
 // event, or no one subscribes), and otherwise goes home as a message, after what
-// watchOutput sent, so that output is announced before the settlement either way.
-// Called on the mailbox, after watchOutput.
-func (t *task) watchDone(ctx actor.Context) {
+// followOutput sent, so that output is announced before the settlement either way.
+// Called on the mailbox, after followOutput.
+func (t *task) selectDone(ctx actor.Context) {
 	done, self, rt := t.hooks.Done, t.self, t.rt
 	select {
 	case o, ok := <-done:
@@ -555,13 +513,13 @@ func (t *task) watchDone(ctx actor.Context) {
 		return
 	default:
 	}
-	t.watch = rt.watcher.add(done, self)
+	t.done = rt.selector.add(done, self)
 }
 
-// stopWatch ends the Done watch (settled, or the actor stops).
-func (t *task) stopWatch() {
-	if t.watch != nil {
-		t.watch.stop()
+// stopSelect leaves the done selector (settled, or the actor stops).
+func (t *task) stopSelect() {
+	if t.done != nil {
+		t.done.stop()
 	}
 }
 
@@ -608,99 +566,11 @@ func (t *task) cancelAsync(reason string, sender *actor.PID) {
 func (t *task) cancelled(ctx actor.Context, r *cancelResult) {
 	t.calls.taken()
 	if r.teardown() {
-		if r.err != nil && teardownCancelFailed.applies(t.phase) {
-			t.rt.log.Error("taskrt: cancel failed during teardown", "task", t.snap.ID, "err", r.err)
-			t.transition(ctx, teardownCancelFailed, messages.Outcome{Status: messages.Failed,
-				Detail: fmt.Sprintf("cancel threw during teardown; work may be orphaned: %v", r.err)})
-		}
+		t.teardownCancelled(ctx, r)
 	} else {
 		t.killCancelled(ctx, r)
 	}
 	t.answerTeardown(ctx)
-}
-
-func (t *task) wait(ctx actor.Context, m *messages.WaitTask) {
-	if m.Timeout <= 0 {
-		ctx.Respond(&messages.WaitReply{ID: m.ID, Err: invalidWaitTimeout(m.Timeout)})
-		return
-	}
-	if t.phase == phaseSettled {
-		t.report(ctx)
-		ctx.Respond(&messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
-		return
-	}
-	t.nextWaiter++
-	n, self, rt := t.nextWaiter, t.self, t.rt
-	t.waiters = append(t.waiters, &waiter{n: n, pid: ctx.Sender(),
-		timer: time.AfterFunc(m.Timeout, func() { tellTask(rt.system.Root, self, &waitTimeout{n: n}) })})
-}
-
-// endWait answers and removes the first pending waiter that matches, with the current
-// (non-terminal) snapshot: its deadline passed, or its requester gave up.
-func (t *task) endWait(ctx actor.Context, match func(*waiter) bool) {
-	for i, w := range t.waiters {
-		if match(w) {
-			w.timer.Stop()
-			t.waiters = append(t.waiters[:i], t.waiters[i+1:]...)
-			ctx.Send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
-			return
-		}
-	}
-}
-
-// liveWaiters counts the waiters whose requester is still there to receive the
-// answer: a protoactor future that timed out has left the process registry, and its
-// wait must not mark the task reported, or the notice would be lost.
-func (t *task) liveWaiters() int {
-	n := 0
-	for _, w := range t.waiters {
-		if t.rt.alive(w.pid) {
-			n++
-		}
-	}
-	return n
-}
-
-// answerTeardown tells the teardown requester the task is done with, once it is
-// settled and no Cancel call is still running (the record, and the producer's
-// Release, must not go while producer code still runs for this task) — or once the
-// settle timer fired, so that a Cancel that hangs cannot hold a disposal forever.
-func (t *task) answerTeardown(ctx actor.Context) {
-	pr := t.pending
-	if pr == nil || pr.teardownBy == nil || t.phase != phaseSettled || (t.calls.inFlight > 0 && !t.overdue) {
-		return
-	}
-	tellTeardownDone(ctx, pr.teardownBy, &teardownDone{id: t.snap.ID, pid: t.self})
-	pr.teardownBy = nil
-	if pr.settleT != nil {
-		pr.settleT.Stop()
-	}
-}
-
-// stoppedMore answers what a stopped task's more still holds.
-func (t *task) stoppedMore(pr *pendingRequests) {
-	for _, w := range pr.untils {
-		w.timer.Stop()
-		t.rt.send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
-			ReadResult: messages.ReadResult{Snapshot: t.snap}, Reason: messages.UntilEnded}})
-	}
-	pr.untils = nil
-	if p := pr.parked; p != nil {
-		p.timer.Stop()
-		t.rt.send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
-	}
-	// Requests whose answer waited on producer code still running — a kill's
-	// Cancel, an input's write — would be answered by a message to this actor, which
-	// is gone (retention evicted the settled task, or the runtime failed): answer
-	// them now. A kill in flight was requested; an input goes nowhere any more.
-	t.killsAtStop()
-	for _, in := range pr.inputs {
-		t.rt.send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
-	}
-	pr.inputs = nil
-	if pr.settleT != nil {
-		pr.settleT.Stop()
-	}
 }
 
 // stopped runs when the record is dropped. Any waiter still pending is answered (none
@@ -709,17 +579,17 @@ func (t *task) stoppedMore(pr *pendingRequests) {
 // every Cancel call returned.
 func (t *task) stopped() {
 	t.rt.nActors.Add(-1)
+	// Every request still pending gets its answer now: the answers that waited on an
+	// event or on producer code still running (a kill's Cancel, an input's write)
+	// would come as messages to an actor that is gone.
 	t.endWatches()
-	for _, w := range t.waiters {
-		w.timer.Stop()
-		t.rt.send(w.pid, &messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
-	}
-	t.waiters = nil
-	if pr := t.pending; pr != nil {
-		t.stoppedMore(pr)
-	}
+	t.waitersAtStop()
+	t.untilsAtStop()
+	t.killsAtStop()
+	t.inputsAtStop()
+	t.teardownAtStop()
 	if t.phase != phaseSettled {
-		t.stopWatch()
+		t.stopSelect()
 		t.rt.log.Error("taskrt: task actor stopped before its work settled; cancelling it", "task", t.snap.ID)
 		t.cancelAsync("runtime failed", nil)
 	}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -130,4 +131,64 @@ func (t *task) failQueuedInputs(ctx actor.Context) {
 		ctx.Send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
 	}
 	pr.inputs = pr.inputs[:first]
+}
+
+// Input writes data to a task's input (a process's stdin) and, when eof is set,
+// closes it afterwards. It is routed like Read, Kill and Wait, with the same owner
+// fence, to the task actor, which hands it to the producer's Input hook off its
+// mailbox: inputs to one task are written one at a time, in the order they arrive, and
+// a full pipe never blocks the runtime. It returns once the producer took the write.
+// Errors: ErrNoInput (the producer takes no input), ErrInputClosed (eof was already
+// sent), ErrTaskEnded (the task finished or is being stopped, even if it exited
+// between the check and the write), ErrInvalidArgument (more than MaxInput bytes).
+// Invalid UTF-8 is passed through as bytes.
+func (t *Tasks) Input(ctx context.Context, id messages.TaskID, caller messages.AgentID, data []byte, eof bool) error {
+	if len(data) > messages.MaxInput {
+		return fmt.Errorf("%w: input of %d bytes is over the bound of %d bytes per call", messages.ErrInvalidArgument, len(data), messages.MaxInput)
+	}
+	m, err := t.rt.ask(ctx, &messages.InputTask{ID: id, Caller: caller, Data: data, EOF: eof})
+	if err != nil {
+		return taskErr(id, err)
+	}
+	return m.(*messages.InputReply).Err
+}
+
+// input is the registry's part of an input: the size bound and the owner fence
+// checked, a tombstone's refusal (the task ended; nothing is reported), or the
+// task's to write.
+func (r *registry) input(ctx actor.Context, m *messages.InputTask) {
+	if len(m.Data) > messages.MaxInput {
+		ctx.Respond(&messages.InputReply{Err: fmt.Errorf("%w: input of %d bytes is over the bound of %d bytes per call",
+			messages.ErrInvalidArgument, len(m.Data), messages.MaxInput)})
+		return
+	}
+	e := r.reach(m.ID, m.Caller)
+	switch {
+	case e == nil:
+		ctx.Respond(&messages.InputReply{Err: notFound(m.ID)})
+	case e.tombstone():
+		ctx.Respond(&messages.InputReply{Snapshot: e.snap,
+			Err: fmt.Errorf("%w: %s is %s", messages.ErrTaskEnded, e.snap.ID, e.snap.Status)})
+	default:
+		ctx.Forward(e.pid)
+	}
+}
+
+// inputsAtStop answers the inputs still pending when the actor stops (the task
+// was evicted, or the runtime failed): a parked write's answer, and writes not yet
+// taken, go nowhere any more.
+func (t *task) inputsAtStop() {
+	pr := t.pending
+	if pr == nil {
+		return
+	}
+	if p := pr.parked; p != nil {
+		p.timer.Stop()
+		t.rt.send(p.req.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+		pr.parked = nil
+	}
+	for _, in := range pr.inputs {
+		t.rt.send(in.sender, &messages.InputReply{Snapshot: t.snap, Err: t.endedErr()})
+	}
+	pr.inputs = nil
 }

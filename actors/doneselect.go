@@ -9,10 +9,10 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// A task's Done is watched off the mailbox, and the outcome sent home as an
+// A task's Done is awaited off the mailbox, and the outcome sent home as an
 // outcomeMsg. One parked goroutine per live task would cost each task its stack
-// (2 to 4 KiB, more than the rest of its record); instead the watcher keeps the
-// Done channels of up to watchGroupSize tasks in one group, whose goroutine waits
+// (2 to 4 KiB, more than the rest of its record); instead the selector keeps the
+// Done channels of up to selectGroupSize tasks in one group, whose goroutine waits
 // in reflect.Select on all of them and on its wake channel. A slot costs a task
 // about a hundred bytes; a wake-up costs a select over the group's channels (a few
 // microseconds at most), once per settlement.
@@ -22,61 +22,61 @@ import (
 // Close) and ends once its last watch has fired or been stopped; a group never
 // takes new watches after it filled up, so an emptied group always ends.
 
-// watchGroupSize is the most Done channels one group's goroutine selects on.
-const watchGroupSize = 32
+// selectGroupSize is the most Done channels one group's goroutine selects on.
+const selectGroupSize = 32
 
-// doneWatcher hands out watches.
-type doneWatcher struct {
+// doneSelector hands out watches.
+type doneSelector struct {
 	rt   *Runtime
-	mu   sync.Mutex  // protects open
-	open *watchGroup // the group new watches join; nil when a new one must start
+	mu   sync.Mutex   // protects open
+	open *selectGroup // the group new watches join; nil when a new one must start
 }
 
-// watchGroup is one goroutine's set of watches.
-type watchGroup struct {
-	w    *doneWatcher
+// selectGroup is one goroutine's set of watches.
+type selectGroup struct {
+	w    *doneSelector
 	wake chan struct{} // buffered 1; tells the goroutine that adds or removes are queued
 
-	mu      sync.Mutex // protects every field below
-	adds    []*watch   // joined, not yet in the select
-	removes []*watch   // stopped, still in the select
-	size    int        // watches neither fired nor stopped
-	taken   int        // watches ever given to this group (it is full at watchGroupSize)
-	ended   bool       // the goroutine has returned
+	mu      sync.Mutex  // protects every field below
+	adds    []*doneSlot // joined, not yet in the select
+	removes []*doneSlot // stopped, still in the select
+	size    int         // watches neither fired nor stopped
+	taken   int         // watches ever given to this group (it is full at selectGroupSize)
+	ended   bool        // the goroutine has returned
 }
 
-// watch is one task's Done under watch.
-type watch struct {
+// doneSlot is one task's Done in a group's select.
+type doneSlot struct {
 	done  <-chan messages.Outcome
 	self  *actor.PID
-	group *watchGroup
+	group *selectGroup
 	over  bool // fired or stopped; guarded by group.mu
 }
 
 // add watches done and sends its outcome to self.
-func (w *doneWatcher) add(done <-chan messages.Outcome, self *actor.PID) *watch {
-	wt := &watch{done: done, self: self}
+func (w *doneSelector) add(done <-chan messages.Outcome, self *actor.PID) *doneSlot {
+	wt := &doneSlot{done: done, self: self}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := w.open
 	if g != nil {
 		g.mu.Lock()
-		if g.ended || g.taken >= watchGroupSize {
+		if g.ended || g.taken >= selectGroupSize {
 			g.mu.Unlock()
 			g = nil
 		}
 	}
 	if g == nil {
-		g = &watchGroup{w: w, wake: make(chan struct{}, 1)}
+		g = &selectGroup{w: w, wake: make(chan struct{}, 1)}
 		g.mu.Lock()
 		w.open = g
-		w.rt.goSafe("done watcher", g.run)
+		w.rt.goSafe("done selector", g.run)
 	}
 	wt.group = g
 	g.adds = append(g.adds, wt)
 	g.size++
 	g.taken++
-	if g.taken >= watchGroupSize {
+	if g.taken >= selectGroupSize {
 		w.open = nil
 	}
 	g.mu.Unlock()
@@ -85,7 +85,7 @@ func (w *doneWatcher) add(done <-chan messages.Outcome, self *actor.PID) *watch 
 }
 
 // stop ends the watch, if it has not fired: no outcome is sent for it after.
-func (wt *watch) stop() {
+func (wt *doneSlot) stop() {
 	g := wt.group
 	g.mu.Lock()
 	if wt.over {
@@ -100,9 +100,9 @@ func (wt *watch) stop() {
 }
 
 // run is the group's goroutine.
-func (g *watchGroup) run() {
+func (g *selectGroup) run() {
 	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(g.wake)}}
-	watches := []*watch{nil} // watches[i] is cases[i]'s; 0 is the wake channel
+	watches := []*doneSlot{nil} // watches[i] is cases[i]'s; 0 is the wake channel
 	drop := func(i int) {
 		last := len(cases) - 1
 		cases[i], watches[i] = cases[last], watches[last]
@@ -125,7 +125,7 @@ func (g *watchGroup) run() {
 			}
 		}
 		g.removes = nil
-		if g.size == 0 && g.taken >= watchGroupSize || g.size == 0 && len(watches) == 1 && g.w.detach(g) {
+		if g.size == 0 && g.taken >= selectGroupSize || g.size == 0 && len(watches) == 1 && g.w.detach(g) {
 			g.ended = true
 			g.mu.Unlock()
 			return
@@ -158,7 +158,7 @@ func (g *watchGroup) run() {
 // detach makes g, empty and not yet full, stop taking watches, so that it can end:
 // false when a watch is joining it meanwhile (the goroutine then goes on). Called
 // by g's goroutine holding g.mu; takes the locks in add's order.
-func (w *doneWatcher) detach(g *watchGroup) bool {
+func (w *doneSelector) detach(g *selectGroup) bool {
 	g.mu.Unlock()
 	w.mu.Lock()
 	g.mu.Lock()
