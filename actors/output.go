@@ -10,6 +10,18 @@ import (
 // reads up to a pattern (ReadUntil), observer reads (Peek), and the growth
 // notifications of the producer's output stream.
 
+// outputGrew: the producer's output grew. Pending ReadUntils and watches look at
+// it; while someone subscribes to events, the registry is told the new size —
+// until settlement, after which the settled event has told it.
+func (t *task) outputGrew(ctx actor.Context) {
+	t.grew.Store(false)
+	t.matchUntils(ctx)
+	t.scanWatches(false)
+	if t.phase == phaseRunning || t.phase == phaseStopping {
+		t.announceOutput(ctx)
+	}
+}
+
 // announceOutput tells the registry that the task's output grew, for the event
 // stream (only while someone subscribes).
 func (t *task) announceOutput(ctx actor.Context) {

@@ -255,37 +255,22 @@ type pendingKill struct {
 	reason string
 }
 
-// receiveQueued handles what a queued task answers differently; it reports false
-// for what it answers as any task (reads, waits: a queued task has no output yet).
-func (t *task) receiveQueued(ctx actor.Context) bool {
+// runQueued: the registry handed the queued task a slot. Its Run is called off
+// the mailbox; what it returns comes home as queuedRan.
+func (t *task) runQueued() {
 	q := t.queue
-	switch m := ctx.Message().(type) {
-	case *runQueued:
-		q.dispatched, q.starting = true, true
-		run, self, rt := q.run, t.self, t.rt
-		rt.goSafe("queued start", func() {
-			h, err := messages.ContainValue("run", run)
-			if err == nil && (h.Done == nil || h.Cancel == nil) {
-				if h.Cancel != nil {
-					_ = messages.Contain("cancel", func() error { return h.Cancel("invalid hooks") })
-				}
-				err = fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
+	q.dispatched, q.starting = true, true
+	run, self, rt := q.run, t.self, t.rt
+	rt.goSafe("queued start", func() {
+		h, err := messages.ContainValue("run", run)
+		if err == nil && (h.Done == nil || h.Cancel == nil) {
+			if h.Cancel != nil {
+				_ = messages.Contain("cancel", func() error { return h.Cancel("invalid hooks") })
 			}
-			tellTask(rt.system.Root, self, &queuedRan{hooks: h, err: err})
-		})
-	case *queuedRan:
-		t.queuedRan(ctx, m)
-	case *messages.KillTask:
-		t.kill(ctx, m)
-	case *teardown:
-		t.teardown(ctx, m)
-	case *watchTask:
-		ctx.Respond(&errReply{err: fmt.Errorf("%w: %s is queued: watch it once it runs", messages.ErrInvalidArgument, t.snap.ID)})
-		t.toRegistry(ctx, &watchEnded{id: t.snap.ID, owner: t.snap.Owner})
-	default:
-		return false
-	}
-	return true
+			err = fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
+		}
+		tellTask(rt.system.Root, self, &queuedRan{hooks: h, err: err})
+	})
 }
 
 // queuedRan: the queued task's Run returned. It fails the task, or makes it a running

@@ -293,9 +293,6 @@ func (t *task) Receive(ctx actor.Context) {
 }
 
 func (t *task) receive(ctx actor.Context) {
-	if t.phase == phaseQueued && t.receiveQueued(ctx) {
-		return
-	}
 	if t.rt.cfg.taskHook != nil {
 		if _, started := ctx.Message().(*actor.Started); !started { // Started calls it itself
 			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
@@ -303,75 +300,87 @@ func (t *task) receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		t.rt.nActors.Add(1)
-		t.self = ctx.Self()
-		// The announcement waits until the end of Started, so that work done within
-		// Run, settled below, rides on it (toRegistry): one message to the registry
-		// instead of two. It still reaches the registry before anything else this
-		// task sends it, and before the starter's answer.
-		t.spawning.pid = t.self
-		if t.rt.cfg.taskHook != nil {
-			t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
-		}
-		// Output first: output written before now is announced with a message to
-		// self, which must reach the mailbox before any outcome the done selector
-		// forwards, so that a task's output event never follows its settlement.
-		if t.phase != phaseQueued { // a queued task follows them once it runs (queue.go)
-			t.followOutput()
-			t.selectDone(ctx)
-		}
-		t.flushSpawning(ctx)
-		// The starter last: a task whose work was done within Run has settled by
-		// now (selectDone), so the settlement is indexed before the id is known.
-		if t.starter != nil {
-			ctx.Send(t.starter, &startReply{id: t.snap.ID})
-			t.starter = nil
-		}
+		t.started(ctx)
 	case *outcomeMsg:
 		t.outcome(ctx, m)
+	case *runQueued:
+		t.runQueued()
+	case *queuedRan:
+		t.queuedRan(ctx, m)
 	case *messages.ReadTask:
 		t.read(ctx)
 	case *messages.KillTask:
 		t.kill(ctx, m)
+	case *cancelResult:
+		t.cancelled(ctx, m)
 	case *messages.WaitTask:
 		t.wait(ctx, m)
+	case *waitTimeout:
+		t.endWait(ctx, func(w *waiter) bool { return w.n == m.n })
 	case *abandonWait:
 		t.abandonWait(ctx, m)
 	case *messages.ReadUntil:
 		t.readUntil(ctx, m)
 	case *untilTimeout:
 		t.endUntil(ctx, func(w *untilWaiter) bool { return w.n == m.n }, true)
-	case *outputGrew:
-		t.grew.Store(false)
-		t.matchUntils(ctx)
-		t.scanWatches(false)
-		// After settlement the settled event has told the output's size: output
-		// events come before it or not at all.
-		if t.phase == phaseRunning || t.phase == phaseStopping {
-			t.announceOutput(ctx)
-		}
 	case *messages.PeekTask:
 		t.peek(ctx, m)
-	case *waitTimeout:
-		t.endWait(ctx, func(w *waiter) bool { return w.n == m.n })
-	case *teardown:
-		t.teardown(ctx, m)
-	case *cancelResult:
-		t.cancelled(ctx, m)
+	case *outputGrew:
+		t.outputGrew(ctx)
 	case *messages.InputTask:
 		t.input(ctx, m)
 	case *inputDone:
 		t.inputDone(ctx, m)
 	case *inputGraceOver:
 		t.inputGraceOver(ctx)
-	case *reportedByRegistry:
-		t.markReported() // the registry knows: it answered a wait or a kill for it
+	case *watchTask:
+		t.startWatch(ctx, m)
+	case *watchTimeout:
+		t.watchTimedOut(m)
+	case *watchCapped:
+		t.endWatch(m.n, "")
+	case *teardown:
+		t.teardown(ctx, m)
 	case *settleTimeout:
 		t.settleTimedOut(ctx)
+	case *reportedByRegistry:
+		t.markReported() // the registry knows: it answered a wait or a kill for it
 	case *actor.Stopped:
 		t.stopped()
+	case *actor.Stopping, *actor.Restarting:
 	default:
-		t.receiveWatch(ctx)
+		t.rt.log.Error("taskrt: task actor received an unexpected message", "task", t.snap.ID, "type", fmt.Sprintf("%T", m))
+	}
+}
+
+// started is the task's first message: it announces itself to the registry (with
+// a settlement made within Run riding on the announcement), follows its output and
+// its Done — unless it is queued: it does that once it runs — and answers its
+// starter last.
+func (t *task) started(ctx actor.Context) {
+	t.rt.nActors.Add(1)
+	t.self = ctx.Self()
+	// The announcement waits until the end of Started, so that work done within
+	// Run, settled below, rides on it (toRegistry): one message to the registry
+	// instead of two. It still reaches the registry before anything else this
+	// task sends it, and before the starter's answer.
+	t.spawning.pid = t.self
+	if t.rt.cfg.taskHook != nil {
+		t.rt.cfg.taskHook(t.snap.ID, ctx.Message())
+	}
+	// Output first: output written before now is announced with a message to
+	// self, which must reach the mailbox before any outcome the done selector
+	// forwards, so that a task's output event never follows its settlement.
+	if t.phase != phaseQueued {
+		t.followOutput()
+		t.selectDone(ctx)
+	}
+	t.flushSpawning(ctx)
+	// The starter last: a task whose work was done within Run has settled by
+	// now (selectDone), so the settlement is indexed before the id is known.
+	if t.starter != nil {
+		ctx.Send(t.starter, &startReply{id: t.snap.ID})
+		t.starter = nil
 	}
 }
 

@@ -256,6 +256,9 @@ func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 	}
 	out := t.stream()
 	switch {
+	case t.phase == phaseQueued:
+		refuse(fmt.Errorf("%w: %s is queued: watch it once it runs", messages.ErrInvalidArgument, t.snap.ID))
+		return
 	case out == nil:
 		refuse(fmt.Errorf("%w: %s (%s) gives no output to watch", messages.ErrNoOutputStream, t.snap.ID, t.snap.Kind))
 		return
@@ -384,26 +387,16 @@ func (t *task) endWatches() {
 	}
 }
 
-func (t *task) receiveWatch(ctx actor.Context) bool {
-	switch m := ctx.Message().(type) {
-	case *watchTask:
-		t.startWatch(ctx, m)
-	case *watchTimeout:
-		t.scanWatches(false)
-		if pr := t.pending; pr != nil {
-			for _, w := range pr.watches {
-				if w.n == m.n {
-					t.endWatch(m.n, fmt.Sprintf("its timeout of %d ms passed", w.timeout.Milliseconds()))
-					break
-				}
+func (t *task) watchTimedOut(m *watchTimeout) {
+	t.scanWatches(false)
+	if pr := t.pending; pr != nil {
+		for _, w := range pr.watches {
+			if w.n == m.n {
+				t.endWatch(m.n, fmt.Sprintf("its timeout of %d ms passed", w.timeout.Milliseconds()))
+				return
 			}
 		}
-	case *watchCapped:
-		t.endWatch(m.n, "")
-	default:
-		return false
 	}
-	return true
 }
 
 // ---- delivery ----
