@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -124,4 +125,33 @@ func (r *registry) closeSubscribers() {
 		delete(r.subscribers, s)
 	}
 	r.rt.nSubscribers.Store(0)
+}
+
+// subscribe adds an event subscriber (none once the runtime closes).
+func (r *registry) subscribe(ctx actor.Context, m *subscribeEvents) {
+	if r.phase != runtimeOpen {
+		ctx.Respond(&errReply{err: r.rt.closedErr()})
+		return
+	}
+	r.subscribers[m.s] = struct{}{}
+	r.rt.nSubscribers.Store(int64(len(r.subscribers)))
+	ctx.Respond(&errReply{})
+}
+
+// unsubscribe ends a subscription: its channel is closed.
+func (r *registry) unsubscribe(m *unsubscribeEvents) {
+	for s := range r.subscribers {
+		if s.sub == m.sub {
+			delete(r.subscribers, s)
+			close(s.sub.ch)
+		}
+	}
+	r.rt.nSubscribers.Store(int64(len(r.subscribers)))
+}
+
+// taskOutput publishes a live task's output growth.
+func (r *registry) taskOutput(m *taskOutput) {
+	if e, ok := r.tasks[m.snap.ID]; ok && !e.tombstone() {
+		r.publish(messages.Event{Kind: messages.EventTaskOutput, Agent: m.snap.Owner, Task: e.snap, Bytes: m.bytes})
+	}
 }

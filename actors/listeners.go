@@ -107,3 +107,33 @@ func (rt *Runtime) addListener(fn func(messages.Snapshot)) func() {
 		}
 	}
 }
+
+// OnDone adds a listener of every task settlement, in settlement order. Each
+// listener has its own actor, whose mailbox is its queue, so a slow or panicking
+// listener (the panic is logged) harms neither the registry nor other listeners. The
+// returned function removes it: no call starts after it returns, and it waits for a
+// call in progress unless it is called from inside that call. Listeners are silent
+// from the moment Close begins.
+func (t *Tasks) OnDone(fn func(messages.Snapshot)) (remove func()) {
+	return t.rt.addListener(fn)
+}
+
+// addListener spawns the actor of an OnDone listener (none once the runtime
+// closes).
+func (r *registry) addListener(ctx actor.Context, m *addListener) {
+	if r.phase != runtimeOpen {
+		ctx.Respond(&addListenerReply{})
+		return
+	}
+	pid := ctx.Spawn(newListenerProps(r.rt, m.l))
+	r.listeners[pid.Id] = pid
+	ctx.Respond(&addListenerReply{pid: pid})
+}
+
+// dropListener stops the actor of a removed listener.
+func (r *registry) dropListener(ctx actor.Context, m *dropListener) {
+	if _, ok := r.listeners[m.pid.Id]; ok {
+		delete(r.listeners, m.pid.Id)
+		ctx.Poison(m.pid)
+	}
+}

@@ -15,8 +15,23 @@ import (
 // or a start reservation. Each message names who sends it and what answers it.
 
 // registryMsg is the sealed set of internal messages the registry accepts (besides
-// the public messages.Request set).
+// the public messages.Request set), in two families: what the typed client asks
+// (registryCall) and what the runtime's own actors and timers report
+// (registryReport).
 type registryMsg interface{ isRegistryMsg() }
+
+// registryCall is a request of the typed client's to the registry.
+type registryCall interface {
+	registryMsg
+	isRegistryCall()
+}
+
+// registryReport is what a task actor, an agent actor or a timer of the runtime
+// tells the registry.
+type registryReport interface {
+	registryMsg
+	isRegistryReport()
+}
 
 // agentMsg is the sealed set of messages an agent actor accepts.
 type agentMsg interface{ isAgentMsg() }
@@ -447,3 +462,36 @@ func (*watchCapped) isTaskMsg()           {}
 func (*queuePosition) isRegistryMsg()     {}
 func (*runQueued) isTaskMsg()             {}
 func (*queuedRan) isTaskMsg()             {}
+
+// The registry's families.
+func (*reserveStart) isRegistryCall()      {}
+func (*commitStart) isRegistryCall()       {}
+func (*abortStart) isRegistryCall()        {}
+func (*abandonWait) isRegistryCall()       {}
+func (*attachSurface) isRegistryCall()     {}
+func (*detachSurface) isRegistryCall()     {}
+func (*registerAgent) isRegistryCall()     {}
+func (*addCleanup) isRegistryCall()        {}
+func (*removeCleanup) isRegistryCall()     {}
+func (*disposeAgent) isRegistryCall()      {}
+func (*lookupAgent) isRegistryCall()       {}
+func (*notifyTask) isRegistryCall()        {}
+func (*addListener) isRegistryCall()       {}
+func (*dropListener) isRegistryCall()      {}
+func (*closeRuntime) isRegistryCall()      {}
+func (*subscribeEvents) isRegistryCall()   {}
+func (*unsubscribeEvents) isRegistryCall() {}
+func (*abandonSet) isRegistryCall()        {}
+func (*watchTask) isRegistryCall()         {}
+func (*countWatches) isRegistryCall()      {}
+func (*queuePosition) isRegistryCall()     {}
+func (*taskSpawned) isRegistryReport()     {}
+func (*taskChanged) isRegistryReport()     {}
+func (*taskSettled) isRegistryReport()     {}
+func (*cleanupsRan) isRegistryReport()     {}
+func (*tasksSettled) isRegistryReport()    {}
+func (*startsOverdue) isRegistryReport()   {}
+func (*teardownDone) isRegistryReport()    {}
+func (*taskOutput) isRegistryReport()      {}
+func (*agentFailed) isRegistryReport()     {}
+func (*watchEnded) isRegistryReport()      {}

@@ -174,63 +174,49 @@ func (r *registry) receive(ctx actor.Context) {
 	if r.rt.cfg.registryHook != nil {
 		r.rt.cfg.registryHook(ctx.Message())
 	}
-	if req, ok := ctx.Message().(messages.Request); ok && ctx.Sender() == nil {
+	switch m := ctx.Message().(type) {
+	case messages.Request:
+		r.request(ctx, m)
+	case registryCall:
+		r.fromCaller(ctx, m)
+	case registryReport:
+		r.fromRuntime(ctx, m)
+	default:
+		r.system(ctx, m)
+	}
+}
+
+// request dispatches the public requests (messages.Request), each to its file.
+func (r *registry) request(ctx actor.Context, req messages.Request) {
+	if ctx.Sender() == nil {
 		r.noSender(ctx, req)
 		return
 	}
-	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		r.rt.nActors.Add(1)
-	case *actor.Stopping, *actor.Restarting:
-	case *actor.DeadLetterResponse:
-		// A request of ours reached a stopped actor; the only requests the registry
-		// makes are close teardowns, so count the answer as given.
-		if _, ok := r.awaiting[m.Target.Id]; ok {
-			delete(r.awaiting, m.Target.Id)
-			r.advanceClose(ctx)
-		}
-
-	// ---- public requests (messages.Request) ----
+	switch m := req.(type) {
 	case *messages.GetTask:
-		e, ok := r.tasks[m.ID]
-		if !ok || !r.visible(e.snap.Owner, m.Caller) {
-			ctx.Respond(&messages.SnapshotReply{Err: notFound(m.ID)})
-			return
-		}
-		ctx.Respond(&messages.SnapshotReply{Snapshot: e.snap})
+		r.get(ctx, m)
 	case *messages.ListTasks:
-		ctx.Respond(&messages.ListReply{Snapshots: r.list(m.Caller)})
+		r.listTasks(ctx, m)
 	case *messages.ReadTask:
 		r.read(ctx, m)
 	case *messages.KillTask:
 		r.kill(ctx, m)
+	case *messages.WaitTask:
+		r.wait(ctx, m)
+	case *messages.WaitTasks:
+		r.waitTasks(ctx, m)
 	case *messages.ReadUntil:
 		r.readUntil(ctx, m)
 	case *messages.PeekTask:
 		r.peek(ctx, m)
 	case *messages.InputTask:
 		r.input(ctx, m)
-	case *messages.WaitTask:
-		r.wait(ctx, m)
-	case *messages.WaitTasks:
-		req, err := r.checkWaitSet(m)
-		if err != nil {
-			ctx.Respond(&messages.WaitTasksReply{Err: err})
-			return
-		}
-		pid := ctx.Spawn(newSetWaiterProps(r.rt, req, ctx.Sender()))
-		r.setWaiters[pid.Id] = [2]*actor.PID{pid, ctx.Sender()}
-	case *abandonSet:
-		for _, w := range r.setWaiters {
-			if w[1].Equal(m.requester) {
-				tellSetWaiter(ctx, w[0], m)
-			}
-		}
-	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks,
-		messages.InputTask, messages.ReadUntil, messages.PeekTask:
-		r.byValue(ctx, m)
+	}
+}
 
-	// ---- starts ----
+// fromCaller dispatches the typed client's internal requests.
+func (r *registry) fromCaller(ctx actor.Context, msg registryCall) {
+	switch m := msg.(type) {
 	case *reserveStart:
 		if rep := r.reserve(m, ctx.Sender()); rep != nil {
 			ctx.Respond(rep)
@@ -238,128 +224,63 @@ func (r *registry) receive(ctx actor.Context) {
 	case *commitStart:
 		r.commit(ctx, m)
 	case *abortStart:
-		if res, ok := r.starts[m.token]; ok {
-			delete(r.starts, m.token)
-			r.startResolved(ctx, res.owner, res.b)
-			r.keyAborted(ctx, res)
-			r.unreserve(ctx, res)
-		}
-	case *startsOverdue:
-		delete(r.overdue, m.owner)
-		r.abandonStarts(ctx, m.owner)
-	case *taskSpawned:
-		r.spawned(ctx, m)
-		if m.settled != nil {
-			r.settled(ctx, m.settled)
-		}
-	case *taskChanged:
-		if e, ok := r.tasks[m.snap.ID]; ok {
-			if e.pid == nil { // evicted meanwhile: the change can only be Reported
-				e.snap.Reported = e.snap.Reported || m.snap.Reported
-				return
-			}
-			if e.snap.Status != messages.Stopping && m.snap.Status == messages.Stopping {
-				r.publish(messages.Event{Kind: messages.EventTaskStopping, Agent: m.snap.Owner, Task: m.snap})
-			}
-			// The metrics before the event: a subscriber that saw it reads them updated.
-			if e.snap.Status == messages.Queued && m.snap.Status != messages.Queued {
-				r.rt.metrics.queueLeft(m.snap.Kind)
-			}
-			if e.snap.Status == messages.Queued && m.snap.Status == messages.Running {
-				r.rt.metrics.taskStarted(m.snap.Kind)
-				r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
-			}
-			reported := e.snap.Reported // Reported only goes from false to true; the registry may know first
-			e.snap = m.snap
-			e.snap.Reported = e.snap.Reported || reported
-		}
-	case *taskSettled:
-		r.settled(ctx, m)
-	case *abandonWait:
-		r.abandonWait(ctx, m)
-
-	// ---- surfaces, listeners, notices ----
+		r.abortStart(ctx, m)
 	case *attachSurface:
-		r.nextSurface++
-		r.surfaces[r.nextSurface] = m.name
-		ctx.Respond(&attachReply{handle: r.nextSurface})
+		r.attachSurface(ctx, m)
 	case *detachSurface:
 		delete(r.surfaces, m.handle)
-	case *addListener:
-		if r.phase != runtimeOpen {
-			ctx.Respond(&addListenerReply{})
-			return
-		}
-		pid := ctx.Spawn(newListenerProps(r.rt, m.l))
-		r.listeners[pid.Id] = pid
-		ctx.Respond(&addListenerReply{pid: pid})
-	case *dropListener:
-		if _, ok := r.listeners[m.pid.Id]; ok {
-			delete(r.listeners, m.pid.Id)
-			ctx.Poison(m.pid)
-		}
-	case *notifyTask:
-		if !r.holdClaim(ctx, m.id) {
-			ctx.Respond(r.claimNotice(m.id))
-		}
+	case *abandonWait:
+		r.abandonWait(ctx, m)
+	case *abandonSet:
+		r.abandonSet(ctx, m)
 	case *queuePosition:
 		r.queuePosition(ctx, m)
 	case *watchTask:
 		r.watch(ctx, m)
-	case *watchEnded:
-		r.watchEnded(ctx, m)
 	case *countWatches:
 		r.countWatches(ctx, m)
-	case *subscribeEvents:
-		if r.phase != runtimeOpen {
-			ctx.Respond(&errReply{err: r.rt.closedErr()})
-			return
-		}
-		r.subscribers[m.s] = struct{}{}
-		r.rt.nSubscribers.Store(int64(len(r.subscribers)))
-		ctx.Respond(&errReply{})
-	case *unsubscribeEvents:
-		for s := range r.subscribers {
-			if s.sub == m.sub {
-				delete(r.subscribers, s)
-				close(s.sub.ch)
-			}
-		}
-		r.rt.nSubscribers.Store(int64(len(r.subscribers)))
-	case *taskOutput:
-		if e, ok := r.tasks[m.snap.ID]; ok && e.pid != nil {
-			r.publish(messages.Event{Kind: messages.EventTaskOutput, Agent: m.snap.Owner, Task: e.snap, Bytes: m.bytes})
-		}
+	case *notifyTask:
+		r.notifyTask(ctx, m)
 	case *lookupAgent:
-		a, ok := r.agents[m.id]
-		if !ok || a.phase != agentOpen {
-			ctx.Respond(&agentReply{})
-			return
-		}
-		ctx.Respond(&agentReply{live: true, injector: a.injector})
-
-	// ---- agents ----
+		r.lookupAgent(ctx, m)
+	case *addListener:
+		r.addListener(ctx, m)
+	case *dropListener:
+		r.dropListener(ctx, m)
+	case *subscribeEvents:
+		r.subscribe(ctx, m)
+	case *unsubscribeEvents:
+		r.unsubscribe(m)
 	case *registerAgent:
 		ctx.Respond(&errReply{err: r.register(ctx, m)})
 	case *addCleanup:
-		a, ok := r.agents[m.agent]
-		if !ok || a.phase > agentCleaning || (a.phase != agentOpen && (m.drain == 0 || m.drain != a.drain)) {
-			ctx.Respond(&addCleanupReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.agent)})
-			return
-		}
-		ctx.Forward(a.pid)
+		r.addCleanup(ctx, m)
 	case *removeCleanup:
-		if a, ok := r.agents[m.agent]; ok && a.phase <= agentCleaning {
-			ctx.Forward(a.pid)
-		}
+		r.removeCleanup(ctx, m)
 	case *disposeAgent:
-		a, ok := r.agents[m.id]
-		if !ok {
-			ctx.Respond(&errReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.id)})
-			return
-		}
-		a.disposers = append(a.disposers, ctx.Sender())
-		r.beginDisposal(ctx, a, "owner disposed")
+		r.disposeAgent(ctx, m)
+	case *closeRuntime:
+		r.closeWaiters = append(r.closeWaiters, ctx.Sender())
+		r.beginClose(ctx)
+	}
+}
+
+// fromRuntime dispatches what the runtime's own actors and timers report.
+func (r *registry) fromRuntime(ctx actor.Context, msg registryReport) {
+	switch m := msg.(type) {
+	case *taskSpawned:
+		r.spawned(ctx, m)
+	case *taskChanged:
+		r.taskChanged(m)
+	case *taskSettled:
+		r.settled(ctx, m)
+	case *taskOutput:
+		r.taskOutput(m)
+	case *watchEnded:
+		r.watchEnded(ctx, m)
+	case *startsOverdue:
+		delete(r.overdue, m.owner)
+		r.abandonStarts(ctx, m.owner)
 	case *agentFailed:
 		if a, ok := r.agents[m.id]; ok {
 			r.agentFailed(ctx, a, m.err)
@@ -372,40 +293,66 @@ func (r *registry) receive(ctx actor.Context) {
 		if a, ok := r.agents[m.id]; ok && a.phase == agentTearingDown {
 			r.advanceAgent(ctx, a, agentAwaitingChildren)
 		}
-
-	// ---- close ----
-	case *closeRuntime:
-		r.closeWaiters = append(r.closeWaiters, ctx.Sender())
-		r.beginClose(ctx)
 	case *teardownDone:
 		delete(r.awaiting, m.pid.Id)
 		r.advanceClose(ctx)
+	}
+}
+
+// system handles protoactor's messages, and a message the registry does not
+// accept: logged, and a requester answered, so that it does not wait forever.
+func (r *registry) system(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *actor.Started:
+		r.rt.nActors.Add(1)
+	case *actor.Stopping, *actor.Restarting:
+	case *actor.DeadLetterResponse:
+		// A request of ours reached a stopped actor; the only requests the registry
+		// makes are close teardowns, so count the answer as given.
+		if _, ok := r.awaiting[m.Target.Id]; ok {
+			delete(r.awaiting, m.Target.Id)
+			r.advanceClose(ctx)
+		}
 	case *actor.Terminated:
-		if a, ok := r.byPID[m.Who.Id]; ok {
-			r.agentGone(ctx, a)
-			return
-		}
-		delete(r.setWaiters, m.Who.Id)
-		delete(r.awaiting, m.Who.Id) // a torn-down task that stopped without answering
-		r.advanceClose(ctx)
+		r.terminated(ctx, m)
 	case *actor.Stopped:
-		r.rt.nActors.Add(-1)
-		r.closeSubscribers()
-		for _, t := range r.overdue {
-			t.Stop()
-		}
-		for _, w := range r.closeWaiters {
-			r.rt.send(w, &errReply{})
-		}
-		close(r.rt.stopped)
+		r.stopped()
+	case messages.GetTask, messages.ListTasks, messages.ReadTask, messages.KillTask, messages.WaitTask, messages.WaitTasks,
+		messages.InputTask, messages.ReadUntil, messages.PeekTask:
+		r.byValue(ctx, m)
 	default:
-		// An unknown message, or an internal one of another actor sent here: log it,
-		// and answer a requester so that it does not wait forever.
 		r.rt.log.Error("taskrt: registry received an unexpected message", "type", fmt.Sprintf("%T", m))
 		if ctx.Sender() != nil {
 			ctx.Respond(fmt.Errorf("%w: the registry does not accept %T", messages.ErrInvalidArgument, m))
 		}
 	}
+}
+
+// taskChanged takes a task's changed snapshot into the index, with the events and
+// metrics the change makes.
+func (r *registry) taskChanged(m *taskChanged) {
+	e, ok := r.tasks[m.snap.ID]
+	if !ok {
+		return
+	}
+	if e.tombstone() { // evicted meanwhile: the change can only be Reported
+		e.snap.Reported = e.snap.Reported || m.snap.Reported
+		return
+	}
+	if e.snap.Status != messages.Stopping && m.snap.Status == messages.Stopping {
+		r.publish(messages.Event{Kind: messages.EventTaskStopping, Agent: m.snap.Owner, Task: m.snap})
+	}
+	// The metrics before the event: a subscriber that saw it reads them updated.
+	if e.snap.Status == messages.Queued && m.snap.Status != messages.Queued {
+		r.rt.metrics.queueLeft(m.snap.Kind)
+	}
+	if e.snap.Status == messages.Queued && m.snap.Status == messages.Running {
+		r.rt.metrics.taskStarted(m.snap.Kind)
+		r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
+	}
+	reported := e.snap.Reported // Reported only goes from false to true; the registry may know first
+	e.snap = m.snap
+	e.snap.Reported = e.snap.Reported || reported
 }
 
 // byValue answers a public request sent by value instead of by pointer with the
@@ -521,57 +468,6 @@ func (r *registry) reportSettled(ctx actor.Context, e *taskEntry) {
 		e.snap.Reported = true
 		tellTask(ctx, e.pid, &reportedByRegistry{})
 	}
-}
-
-// list returns the caller-visible tasks in start order: the unowned ones, the
-// caller's own, and (with ancestor access) its descendants'. Each bucket holds its
-// ids in start order (appended as tasks are indexed, in sequence), so a merge by
-// sequence number gives the view without sorting.
-func (r *registry) list(caller messages.AgentID) []messages.Snapshot {
-	lists := [][]messages.TaskID{r.unowned.ids}
-	if a, ok := r.agents[caller]; ok && caller != "" {
-		lists = append(lists, a.ids)
-		if r.rt.cfg.ancestors {
-			lists = r.descendantIDs(a, lists)
-		}
-	}
-	n := 0
-	for _, l := range lists {
-		n += len(l)
-	}
-	out := make([]messages.Snapshot, 0, n)
-	for {
-		// Pick the list whose first live record has the lowest sequence number;
-		// forgotten tombstones are skipped.
-		best := -1
-		var be *taskEntry
-		for i := range lists {
-			for len(lists[i]) > 0 {
-				if e, ok := r.tasks[lists[i][0]]; ok {
-					if be == nil || e.seq < be.seq {
-						best, be = i, e
-					}
-					break
-				}
-				lists[i] = lists[i][1:]
-			}
-		}
-		if be == nil {
-			return out
-		}
-		out = append(out, be.snap)
-		lists[best] = lists[best][1:]
-	}
-}
-
-// descendantIDs appends the id lists of a's child agents, recursively.
-func (r *registry) descendantIDs(a *agentEntry, lists [][]messages.TaskID) [][]messages.TaskID {
-	for id := range a.children {
-		if c, ok := r.agents[id]; ok {
-			lists = r.descendantIDs(c, append(lists, c.ids))
-		}
-	}
-	return lists
 }
 
 func notFound(id messages.TaskID) error {

@@ -299,36 +299,59 @@ func (t *task) receive(ctx actor.Context) {
 		}
 	}
 	switch m := ctx.Message().(type) {
+	case messages.Request:
+		t.request(ctx, m)
+	case taskMsg:
+		t.fromRuntime(ctx, m)
 	case *actor.Started:
 		t.started(ctx)
-	case *outcomeMsg:
-		t.outcome(ctx, m)
-	case *runQueued:
-		t.runQueued()
-	case *queuedRan:
-		t.queuedRan(ctx, m)
+	case *actor.Stopped:
+		t.stopped()
+	case *actor.Stopping, *actor.Restarting:
+	default:
+		t.rt.log.Error("taskrt: task actor received an unexpected message", "task", t.snap.ID, "type", fmt.Sprintf("%T", m))
+	}
+}
+
+// request dispatches the public requests the registry routed here, each to its
+// file.
+func (t *task) request(ctx actor.Context, req messages.Request) {
+	switch m := req.(type) {
 	case *messages.ReadTask:
 		t.read(ctx)
 	case *messages.KillTask:
 		t.kill(ctx, m)
-	case *cancelResult:
-		t.cancelled(ctx, m)
 	case *messages.WaitTask:
 		t.wait(ctx, m)
+	case *messages.ReadUntil:
+		t.readUntil(ctx, m)
+	case *messages.PeekTask:
+		t.peek(ctx, m)
+	case *messages.InputTask:
+		t.input(ctx, m)
+	}
+}
+
+// fromRuntime dispatches the task's internal messages: its producer's results
+// coming home, its timers, the registry's and its owner's commands.
+func (t *task) fromRuntime(ctx actor.Context, msg taskMsg) {
+	switch m := msg.(type) {
+	case *outcomeMsg:
+		t.outcome(ctx, m)
+	case *cancelResult:
+		t.cancelled(ctx, m)
+	case *runQueued:
+		t.runQueued()
+	case *queuedRan:
+		t.queuedRan(ctx, m)
 	case *waitTimeout:
 		t.endWait(ctx, func(w *waiter) bool { return w.n == m.n })
 	case *abandonWait:
 		t.abandonWait(ctx, m)
-	case *messages.ReadUntil:
-		t.readUntil(ctx, m)
 	case *untilTimeout:
 		t.endUntil(ctx, func(w *untilWaiter) bool { return w.n == m.n }, true)
-	case *messages.PeekTask:
-		t.peek(ctx, m)
 	case *outputGrew:
 		t.outputGrew(ctx)
-	case *messages.InputTask:
-		t.input(ctx, m)
 	case *inputDone:
 		t.inputDone(ctx, m)
 	case *inputGraceOver:
@@ -345,11 +368,6 @@ func (t *task) receive(ctx actor.Context) {
 		t.settleTimedOut(ctx)
 	case *reportedByRegistry:
 		t.markReported() // the registry knows: it answered a wait or a kill for it
-	case *actor.Stopped:
-		t.stopped()
-	case *actor.Stopping, *actor.Restarting:
-	default:
-		t.rt.log.Error("taskrt: task actor received an unexpected message", "task", t.snap.ID, "type", fmt.Sprintf("%T", m))
 	}
 }
 

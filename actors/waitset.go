@@ -161,3 +161,41 @@ func setDone(snaps []messages.Snapshot, mode messages.WaitMode) bool {
 	}
 	return (mode == messages.WaitAny && n > 0) || (mode == messages.WaitAll && n == len(snaps))
 }
+
+// WaitAny waits until one of the tasks ids names has settled, or timeout passes. It
+// returns the snapshots in the order of the ids (duplicates removed): at least one
+// terminal, unless the timeout passed first (then every one is running, and the
+// error is nil). Up to messages.MaxWaitSet ids; every id is checked against the owner
+// fence before anything waits, and an unknown or foreign one fails the call, naming
+// it. Every terminal snapshot returned marks its task reported, as Wait does;
+// cancelling ctx ends only the wait (its error is returned with the current
+// snapshots). It is built from the tasks' own waits, so it costs no polling.
+func (t *Tasks) WaitAny(ctx context.Context, ids []messages.TaskID, caller messages.AgentID, timeout time.Duration) ([]messages.Snapshot, error) {
+	return t.waitSet(ctx, ids, caller, messages.WaitAny, timeout)
+}
+
+// WaitAll is WaitAny that waits until every task has settled.
+func (t *Tasks) WaitAll(ctx context.Context, ids []messages.TaskID, caller messages.AgentID, timeout time.Duration) ([]messages.Snapshot, error) {
+	return t.waitSet(ctx, ids, caller, messages.WaitAll, timeout)
+}
+
+// waitTasks starts a set waiter for a WaitAny or WaitAll whose ids all pass the
+// owner fence; it answers the caller itself.
+func (r *registry) waitTasks(ctx actor.Context, m *messages.WaitTasks) {
+	req, err := r.checkWaitSet(m)
+	if err != nil {
+		ctx.Respond(&messages.WaitTasksReply{Err: err})
+		return
+	}
+	pid := ctx.Spawn(newSetWaiterProps(r.rt, req, ctx.Sender()))
+	r.setWaiters[pid.Id] = [2]*actor.PID{pid, ctx.Sender()}
+}
+
+// abandonSet passes a caller's giving up on a set wait to its set waiter.
+func (r *registry) abandonSet(ctx actor.Context, m *abandonSet) {
+	for _, w := range r.setWaiters {
+		if w[1].Equal(m.requester) {
+			tellSetWaiter(ctx, w[0], m)
+		}
+	}
+}

@@ -1,7 +1,10 @@
 package actors
 
 import (
+	"context"
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -197,4 +200,118 @@ func (r *registry) agentGone(ctx actor.Context, a *agentEntry) {
 		r.advanceAgent(ctx, p, p.phase)
 	}
 	r.advanceClose(ctx)
+}
+
+// AgentOption configures an agent at Register.
+type AgentOption interface{ applyAgent(*registerAgent) }
+
+type agentOptionFunc func(*registerAgent)
+
+func (f agentOptionFunc) applyAgent(r *registerAgent) { f(r) }
+
+// WithInjector sets how completion notices reach the agent's session.
+func WithInjector(inj messages.Injector) AgentOption {
+	return agentOptionFunc(func(r *registerAgent) { r.injector = inj })
+}
+
+// WithParent records the agent's parent agent: disposing the parent disposes this
+// agent too (after or alongside the parent's own teardown). The parent must be
+// registered and not disposing.
+func WithParent(id messages.AgentID) AgentOption {
+	return agentOptionFunc(func(r *registerAgent) { r.parent = id })
+}
+
+// Register registers an owning agent. Its id must be non-empty and not registered;
+// an id may be registered again once its Dispose returned.
+func (a *Agents) Register(ctx context.Context, id messages.AgentID, opts ...AgentOption) error {
+	req := &registerAgent{id: id}
+	for _, o := range opts {
+		o.applyAgent(req)
+	}
+	if strings.TrimSpace(string(id)) == "" {
+		return fmt.Errorf("%w: agent id is empty", messages.ErrInvalidArgument)
+	}
+	m, err := a.rt.call(ctx, req)
+	if err != nil {
+		return a.rt.noActorErr(err)
+	}
+	return m.(*errReply).err
+}
+
+// OnCleanup registers a cleanup that runs when the agent is disposed, before its tasks
+// are torn down. Cleanups run one at a time in registration order; a failing or
+// panicking cleanup is logged and the rest still run. The returned function
+// unregisters the cleanup if it has not run yet. For an unknown or disposing agent,
+// OnCleanup returns ErrOwnerUnknown — except when called with the context of one of
+// that agent's running cleanups: such a mid-drain registration is accepted and runs in
+// the same drain.
+func (a *Agents) OnCleanup(ctx context.Context, id messages.AgentID, cleanup func(context.Context) error) (unregister func(), err error) {
+	if cleanup == nil {
+		return nil, fmt.Errorf("%w: cleanup is nil", messages.ErrInvalidArgument)
+	}
+	req := &addCleanup{agent: id, fn: cleanup}
+	if mark, ok := ctx.Value(drainKey{}).(drainMark); ok && mark.agent == id {
+		req.drain = mark.token
+	}
+	m, err := a.rt.call(ctx, req)
+	if err != nil {
+		return nil, a.rt.noActorErr(err)
+	}
+	r := m.(*addCleanupReply)
+	if r.err != nil {
+		return nil, r.err
+	}
+	rt := a.rt
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !rt.closed.Load() {
+				tellRegistry(rt.system.Root, rt, &removeCleanup{agent: id, handle: r.handle})
+			}
+		})
+	}, nil
+}
+
+// Dispose disposes an agent: refuse new starts for it, run its cleanups, cancel
+// (reason "owner disposed") and await every task it owns, dispose its child agents,
+// drop its records and unregister it. It returns when all of that is done; concurrent
+// calls for the same agent all wait for the same disposal. If ctx ends first, Dispose
+// returns ctx.Err() and the disposal goes on. Do not call Dispose for an agent from
+// inside one of its own cleanups: the disposal would wait for itself.
+func (a *Agents) Dispose(ctx context.Context, id messages.AgentID) error {
+	m, err := a.rt.call(ctx, &disposeAgent{id: id})
+	if err != nil {
+		return a.rt.noActorErr(err)
+	}
+	return m.(*errReply).err
+}
+
+// addCleanup passes a cleanup to its agent's actor: while the agent is open, or,
+// during its cleanups, from inside that very drain.
+func (r *registry) addCleanup(ctx actor.Context, m *addCleanup) {
+	a, ok := r.agents[m.agent]
+	if !ok || a.phase > agentCleaning || (a.phase != agentOpen && (m.drain == 0 || m.drain != a.drain)) {
+		ctx.Respond(&addCleanupReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.agent)})
+		return
+	}
+	ctx.Forward(a.pid)
+}
+
+// removeCleanup passes the removal of a cleanup that has not run to its agent.
+func (r *registry) removeCleanup(ctx actor.Context, m *removeCleanup) {
+	if a, ok := r.agents[m.agent]; ok && a.phase <= agentCleaning {
+		ctx.Forward(a.pid)
+	}
+}
+
+// disposeAgent begins an agent's disposal (or joins the one under way); the
+// disposer is answered when it is complete.
+func (r *registry) disposeAgent(ctx actor.Context, m *disposeAgent) {
+	a, ok := r.agents[m.id]
+	if !ok {
+		ctx.Respond(&errReply{err: fmt.Errorf("%w: %s", messages.ErrOwnerUnknown, m.id)})
+		return
+	}
+	a.disposers = append(a.disposers, ctx.Sender())
+	r.beginDisposal(ctx, a, "owner disposed")
 }

@@ -1,9 +1,11 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -122,6 +124,11 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {
+	defer func() {
+		if m.settled != nil { // it settled within its Started: the settlement rode along
+			r.settled(ctx, m.settled)
+		}
+	}()
 	r.seq++
 	e := m.entry
 	e.pid, e.seq = m.pid, r.seq
@@ -196,4 +203,152 @@ func (r *registry) disarmStartsOverdue(owner messages.AgentID) {
 		t.Stop()
 		delete(r.overdue, owner)
 	}
+}
+
+// Start starts a background task and returns its id.
+//
+// It runs in three steps: a preflight in the registry (a control surface is attached,
+// the runtime is open, the kind and label are valid, the owner is registered and not
+// disposing and under its cap), then s.Run on the caller's goroutine, then an atomic
+// commit that allocates the id. Any failure before the commit leaves no trace: no id is
+// burned, nothing is recorded, and when the preflight fails or ctx is already done, Run
+// is never called. ctx governs only the start: cancelling it after Start returned never
+// touches the task.
+//
+// With WithQueue, a start that finds its owner at its cap (or the runtime at its
+// WithGlobalLimit) and room in the owner's queue is recorded queued instead: Start
+// returns its id at once and s.Run is called later, by the runtime on a goroutine of
+// its own, when the task gets a slot (see queue.go); a Run error then settles the task
+// failed.
+//
+// A Spec with a Key is idempotent: when the key names a task of the same owner that
+// is live or still retained, Start calls no Run and returns that task's id with an
+// error wrapping messages.ErrDuplicate (see messages.Spec.Key). The key is checked
+// after the owner and before the cap, so that a retry at the cap still finds its task.
+//
+// While Run runs, a disposal of the owner (or Close) waits for it, at most the settle
+// timeout (WithSettleTimeout). A Run that takes longer is abandoned: the disposal goes
+// on, and when Run returns, Start cancels the work it started (reason "start
+// abandoned"), waits up to the settle timeout for its Done, and returns an error.
+func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, error) {
+	rt := t.rt
+	if rt.closed.Load() {
+		return "", rt.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
+	}
+	if s.Run == nil {
+		return "", fmt.Errorf("%w: Run is nil", messages.ErrInvalidSpec)
+	}
+	if len(s.Key) > messages.MaxKey {
+		return "", fmt.Errorf("%w: key of %d bytes is over the bound of %d", messages.ErrInvalidSpec, len(s.Key), messages.MaxKey)
+	}
+	m, err := rt.callUntilReply(&reserveStart{reservation: reservation{kind: s.Kind, label: s.Label, owner: s.Owner, key: s.Key}})
+	if err != nil {
+		return "", rt.noActorErr(err)
+	}
+	res := m.(*reserveReply)
+	if res.err != nil {
+		return "", res.err
+	}
+	if res.dup != "" {
+		return res.dup, fmt.Errorf("%w: key %q is task %s", messages.ErrDuplicate, s.Key, res.dup)
+	}
+	abort := func() { tellRegistry(rt.system.Root, rt, &abortStart{token: res.token}) }
+	if res.queued {
+		// At the cap with room in the queue: the task is recorded queued now, and
+		// the runtime calls Run once it gets a slot (queue.go).
+		m, err = rt.commit(newCommit(rt, res.token, messages.Hooks{}, s.Run))
+		if err == nil && m.(*startReply).err == nil {
+			return m.(*startReply).id, nil
+		}
+		if err == nil {
+			err = m.(*startReply).err
+		}
+		return "", rt.noActorErr(err)
+	}
+	if err := ctx.Err(); err != nil {
+		abort()
+		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
+	}
+	hooks, err := messages.ContainValue("run", s.Run)
+	if err != nil {
+		abort()
+		return "", fmt.Errorf("start %s task: %w", s.Kind, err)
+	}
+	if hooks.Done == nil || hooks.Cancel == nil {
+		if hooks.Cancel != nil {
+			_ = messages.Contain("cancel", func() error { return hooks.Cancel("invalid hooks") })
+		}
+		abort()
+		return "", fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
+	}
+	m, err = rt.commit(newCommit(rt, res.token, hooks, nil))
+	if err == nil && m.(*startReply).err == nil {
+		return m.(*startReply).id, nil
+	}
+	if err == nil {
+		err = m.(*startReply).err
+	}
+	// The work started but has no id: stop it, await it, release it.
+	rt.unwind(hooks, "start abandoned")
+	return "", rt.noActorErr(err)
+}
+
+// unwind cancels work that was started but never committed, waits for its Done up to
+// the settle timeout, and releases it. It runs on the caller's goroutine.
+func (rt *Runtime) unwind(h messages.Hooks, reason string) {
+	if err := messages.Contain("cancel", func() error { return h.Cancel(reason) }); err != nil {
+		rt.log.Error("taskrt: cancelling an abandoned start failed", "err", err)
+	}
+	timer := time.NewTimer(rt.cfg.settleTimeout)
+	defer timer.Stop()
+	select {
+	case <-h.Done:
+	case <-timer.C:
+		rt.log.Error("taskrt: an abandoned start did not settle after cancel", "after", rt.cfg.settleTimeout)
+	}
+	if h.Release != nil {
+		_ = messages.Contain("release", func() error { h.Release(); return nil })
+	}
+}
+
+// AttachSurface attaches a named control surface: while none is attached, Start fails
+// with ErrNoSurface, so that no task can be started that nothing could read or stop.
+// The returned detach is idempotent.
+func (t *Tasks) AttachSurface(name string) (detach func()) {
+	rt := t.rt
+	m, err := rt.callUntilReply(&attachSurface{name: name})
+	if err != nil {
+		return func() {}
+	}
+	h := m.(*attachReply).handle
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if !rt.closed.Load() {
+				tellRegistry(rt.system.Root, rt, &detachSurface{handle: h})
+			}
+		})
+	}
+}
+
+// abortStart releases a reservation whose Run failed or was never called.
+func (r *registry) abortStart(ctx actor.Context, m *abortStart) {
+	res, ok := r.starts[m.token]
+	if !ok {
+		return
+	}
+	delete(r.starts, m.token)
+	r.startResolved(ctx, res.owner, res.b)
+	r.keyAborted(ctx, res)
+	r.unreserve(ctx, res)
+}
+
+// attachSurface adds a control surface: a start needs one attached.
+func (r *registry) attachSurface(ctx actor.Context, m *attachSurface) {
+	r.nextSurface++
+	r.surfaces[r.nextSurface] = m.name
+	ctx.Respond(&attachReply{handle: r.nextSurface})
 }

@@ -66,3 +66,29 @@ func (r *registry) setPhase(p runtimePhase) {
 		r.rt.closing.Store(true)
 	}
 }
+
+// terminated: a child actor of the registry stopped — an agent's actor (its
+// disposal ends), a set waiter, or a torn-down task that stopped without answering.
+func (r *registry) terminated(ctx actor.Context, m *actor.Terminated) {
+	if a, ok := r.byPID[m.Who.Id]; ok {
+		r.agentGone(ctx, a)
+		return
+	}
+	delete(r.setWaiters, m.Who.Id)
+	delete(r.awaiting, m.Who.Id)
+	r.advanceClose(ctx)
+}
+
+// stopped is the registry's end: subscriptions closed, timers stopped, Close
+// callers answered, and every call still waiting released (rt.stopped).
+func (r *registry) stopped() {
+	r.rt.nActors.Add(-1)
+	r.closeSubscribers()
+	for _, t := range r.overdue {
+		t.Stop()
+	}
+	for _, w := range r.closeWaiters {
+		r.rt.send(w, &errReply{})
+	}
+	close(r.rt.stopped)
+}
