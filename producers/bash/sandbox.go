@@ -172,6 +172,19 @@ func (p *Producer) CheckSandbox() error {
 	return err
 }
 
+// CheckLimits reports whether commands can start with the producer's default
+// limits (WithMaxProcesses, WithMemoryLimit, WithCPULimit): nil, or the
+// ErrLimitsUnavailable every Start and Run would fail with, the producer having no
+// cgroup containment. An embedder that promises limited commands can call it at
+// startup and refuse to run without.
+func (p *Producer) CheckLimits() error {
+	if p.cfg.limits.any() && p.tree == nil {
+		return fmt.Errorf("%w: %s limits need cgroup containment, and this producer uses %s mode (%s)",
+			ErrLimitsUnavailable, p.cfg.limits.names(), p.mode, p.detail)
+	}
+	return nil
+}
+
 // describe says what a sandbox allows, in words a model or a log reader needs.
 func (s Sandbox) describe() string {
 	if !s.On() {

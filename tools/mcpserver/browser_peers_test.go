@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
@@ -25,7 +26,7 @@ import (
 // watched.
 func TestPageOpenedAfterTheTasksRan(t *testing.T) {
 	exe := chromium(t)
-	srv := newServer(t, mcpserver.WithGlobalLimit(2), mcpserver.WithQueue(1))
+	srv := newServer(t, mcpserver.WithRuntimeOptions(actors.WithGlobalLimit(2), actors.WithQueue(1)))
 	hs := pageServer(t, srv, testToken, nil)
 	c1 := connectHTTP(t, hs, testToken)
 	c2 := connectHTTP(t, hs, testToken)

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/tools"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
@@ -154,7 +155,7 @@ func TestPageInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv := newServer(t, mcpserver.WithWorkDir(dir))
+	srv := newServer(t, mcpserver.WithBashToolOptions(tools.WithWorkDir(dir)))
 	hs := pageServer(t, srv, testToken, nil)
 	c := connectHTTP(t, hs, testToken)
 	ctx := browser(t, exe)

@@ -48,9 +48,12 @@ func (nopRunner) Run(context.Context, bash.Command, time.Duration) (bash.Result,
 	return bash.Result{}, nil
 }
 
+// A runner runs the commands elsewhere: bash options for a producer here would
+// not apply, and a command must never run without the sandbox or the limits it was
+// promised, so New refuses the pair.
 func TestABashRunnerCannotBeSandboxedHere(t *testing.T) {
-	_, err := New(WithBashRunner(nopRunner{}), WithSandbox(bash.Sandbox{Mode: bash.SandboxReadOnly}))
-	if err == nil || !strings.Contains(err.Error(), "a sandbox applies to local commands only") {
+	_, err := New(WithBashRunner(nopRunner{}), WithBashOptions(bash.WithSandbox(bash.Sandbox{Mode: bash.SandboxReadOnly})))
+	if err == nil || !strings.Contains(err.Error(), "WithBashOptions and WithBashRunner cannot be combined") {
 		t.Fatalf("New with a runner and a sandbox: got %v, want the refusal", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/tools"
 )
@@ -32,21 +33,16 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
-	workDir         string
-	ownerLimit      int // 0: the runtime's default
-	killGrace       time.Duration
-	sessionTimeout  time.Duration // 0: never
+	rtOpts          []actors.Option    // the runtime's (WithRuntimeOptions)
+	bashOpts        []bash.Option      // the server's own bash producer's (WithBashOptions)
+	toolOpts        []tools.BashOption // the bash tool's (WithBashToolOptions)
+	sessionTimeout  time.Duration      // 0: never
 	maxRequestBytes int64
 	pageEventBuffer int
 	taskAfter       time.Duration // sessionless tasks extension (tasksext.go)
 	noSessionless   bool          // serve only the revisions with sessions
 	logger          *slog.Logger
-	startKeys       bool             // bash offers key (tools.WithStartKeys)
 	runner          tools.BashRunner // nil: a local bash producer
-	sandbox         bash.Sandbox     // of every command (WithSandbox)
-	queue           int              // actors.WithQueue; 0: none
-	globalLimit     int              // actors.WithGlobalLimit; 0: none
-	limits          bash.Limits      // of every command (WithLimits)
 }
 
 func defaultConfig() config {
@@ -57,32 +53,6 @@ func defaultConfig() config {
 		taskAfter:       DefaultTaskAfter,
 		logger:          slog.New(slog.DiscardHandler),
 	}
-}
-
-// WithWorkDir sets the working directory of every command ("" keeps the server's
-// own).
-func WithWorkDir(dir string) Option {
-	return optionFunc(func(c *config) { c.workDir = dir })
-}
-
-// WithOwnerLimit caps the running tasks of one session (default: the runtime's,
-// actors.DefaultOwnerLimit). Values <= 0 keep the default.
-func WithOwnerLimit(n int) Option {
-	return optionFunc(func(c *config) {
-		if n > 0 {
-			c.ownerLimit = n
-		}
-	})
-}
-
-// WithKillGrace sets how long a killed command has between SIGTERM and SIGKILL
-// (default: the bash producer's, bash.DefaultGrace). Values <= 0 keep the default.
-func WithKillGrace(d time.Duration) Option {
-	return optionFunc(func(c *config) {
-		if d > 0 {
-			c.killGrace = d
-		}
-	})
 }
 
 // WithSessionTimeout sets how long an HTTP session may stay idle before it is
@@ -138,37 +108,6 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// WithStartKeys offers bash's key parameter (tools.WithStartKeys): a client that
-// retries a background start whose answer it lost sends the same key and gets the
-// task the first call started, with the same structuredContent, instead of a second
-// copy of the work. Off by default, as in package tools: a model has no use for it.
-func WithStartKeys() Option {
-	return optionFunc(func(c *config) { c.startKeys = true })
-}
-
-// WithQueue lets up to n background starts per session wait, with status queued,
-// when the session is at its cap or the server at its global limit (actors.WithQueue):
-// the start answers "queued background task bash-5 (position 2 of 3); it starts when a
-// slot frees" with the usual handle. Values <= 0 keep the default: no queue.
-func WithQueue(n int) Option {
-	return optionFunc(func(c *config) {
-		if n > 0 {
-			c.queue = n
-		}
-	})
-}
-
-// WithGlobalLimit caps the running background tasks across every session
-// (actors.WithGlobalLimit), handing slots out round robin between sessions. Values
-// <= 0 keep the default: no global limit.
-func WithGlobalLimit(n int) Option {
-	return optionFunc(func(c *config) {
-		if n > 0 {
-			c.globalLimit = n
-		}
-	})
-}
-
 // WithBashRunner runs every bash command (foreground and background) with r
 // instead of a local bash producer — a *remote.Producer runs them on workers over
 // NATS (taskrt-mcp -nats). Sessions, fences, notices and strings are unchanged;
@@ -203,11 +142,30 @@ func WithoutSessionless() Option {
 	return optionFunc(func(c *config) { c.noSessionless = true })
 }
 
-// WithLimits caps every command (tools.WithLimits): processes, memory, CPU, as
-// bash.Limits says; zero fields are no limit. Locally they need cgroup
-// containment, and New fails where the bash producer has none; with WithBashRunner
-// they go with each command to the runner (a worker applies them). A command that
-// hits one ends with the limit named in its status line and its notice.
-func WithLimits(l bash.Limits) Option {
-	return optionFunc(func(c *config) { c.limits = l })
+// WithRuntimeOptions passes options to the Server's runtime (package actors):
+// the owner cap (actors.WithOwnerLimit), a queue at the cap (actors.WithQueue), a
+// global limit (actors.WithGlobalLimit), retention, … Each owner — a connection, a
+// session, a scope — is one agent of that runtime. The Server sets the runtime's
+// logger itself (WithLogger).
+func WithRuntimeOptions(opts ...actors.Option) Option {
+	return optionFunc(func(c *config) { c.rtOpts = append(c.rtOpts, opts...) })
+}
+
+// WithBashOptions passes options to the Server's own bash producer, after the
+// logger it sets itself: a kill's grace (bash.WithGrace), a sandbox
+// (bash.WithSandbox: New fails when this machine cannot provide it, so that no
+// command runs without the sandbox it was promised), default limits
+// (bash.WithMaxProcesses, bash.WithMemoryLimit, bash.WithCPULimit: New fails
+// without cgroup containment), output bounds, containment. With WithBashRunner
+// there is no such producer, and New refuses them.
+func WithBashOptions(opts ...bash.Option) Option {
+	return optionFunc(func(c *config) { c.bashOpts = append(c.bashOpts, opts...) })
+}
+
+// WithBashToolOptions passes options to the bash tool (package tools): the
+// commands' working directory (tools.WithWorkDir), start keys
+// (tools.WithStartKeys), limits that go with every command to a runner
+// (tools.WithLimits), timeouts.
+func WithBashToolOptions(opts ...tools.BashOption) Option {
+	return optionFunc(func(c *config) { c.toolOpts = append(c.toolOpts, opts...) })
 }

@@ -8,13 +8,15 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/tools"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
 // A client that retries a background start with the same key gets the first
 // start's handle, as structuredContent, and no second task.
 func TestStartKeysOverMCP(t *testing.T) {
-	srv := newServer(t, mcpserver.WithStartKeys())
+	srv := newServer(t, mcpserver.WithBashToolOptions(tools.WithStartKeys()))
 	c, _ := serve(t, srv)
 	gate := fifo(t)
 	args := map[string]any{"command": "cat " + gate, "run_in_background": true, "key": "build-42"}
@@ -118,7 +120,7 @@ func handleOf(t *testing.T, res *mcp.CallToolResult) handle {
 // queued (the start's handle, "queued background task …"), and freed slots go to the
 // sessions in turn.
 func TestQueueAcrossSessionsOverMCP(t *testing.T) {
-	srv := newServer(t, mcpserver.WithGlobalLimit(2), mcpserver.WithQueue(2))
+	srv := newServer(t, mcpserver.WithRuntimeOptions(actors.WithGlobalLimit(2), actors.WithQueue(2)))
 	c1, _ := serve(t, srv)
 	c2, _ := serve(t, srv)
 	c3, _ := serve(t, srv)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/tools"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
@@ -17,7 +18,7 @@ func TestSandboxedServer(t *testing.T) {
 		t.Skipf("no sandbox here: %v", err)
 	}
 	ws := t.TempDir()
-	srv := newServer(t, mcpserver.WithSandbox(bash.Sandbox{Mode: bash.SandboxWorkspaceWrite}), mcpserver.WithWorkDir(ws))
+	srv := newServer(t, mcpserver.WithBashOptions(bash.WithSandbox(bash.Sandbox{Mode: bash.SandboxWorkspaceWrite})), mcpserver.WithBashToolOptions(tools.WithWorkDir(ws)))
 	c, _ := serve(t, srv)
 	res, err := c.cs.ListTools(bg, nil)
 	if err != nil {
@@ -49,7 +50,7 @@ func TestSandboxedServer(t *testing.T) {
 
 func TestASandboxThatCannotBeHadStopsTheServer(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no bwrap
-	_, err := mcpserver.New(mcpserver.WithSandbox(bash.Sandbox{Mode: bash.SandboxReadOnly}))
+	_, err := mcpserver.New(mcpserver.WithBashOptions(bash.WithSandbox(bash.Sandbox{Mode: bash.SandboxReadOnly})))
 	if err == nil || !strings.Contains(err.Error(), "taskrt-mcp: bash: sandbox unavailable: no bubblewrap") {
 		t.Fatalf("New = %v, want the sandbox unavailable", err)
 	}

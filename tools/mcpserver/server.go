@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -103,15 +102,7 @@ func New(opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	if err := checkWorkDir(cfg.workDir); err != nil {
-		return nil, err
-	}
-	rtOpts := []actors.Option{actors.WithLogger(cfg.logger)}
-	if cfg.ownerLimit > 0 {
-		rtOpts = append(rtOpts, actors.WithOwnerLimit(cfg.ownerLimit))
-	}
-	rtOpts = append(rtOpts, actors.WithQueue(cfg.queue), actors.WithGlobalLimit(cfg.globalLimit)) // 0 keeps "none"
-	rt, err := actors.NewRuntime(rtOpts...)
+	rt, err := actors.NewRuntime(append([]actors.Option{actors.WithLogger(cfg.logger)}, cfg.rtOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("taskrt-mcp: %w", err)
 	}
@@ -134,11 +125,7 @@ func New(opts ...Option) (*Server, error) {
 		bash:       producer,
 	}
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	bashToolOpts := []tools.BashOption{tools.WithWorkDir(cfg.workDir), tools.WithLimits(cfg.limits)}
-	if cfg.startKeys {
-		bashToolOpts = append(bashToolOpts, tools.WithStartKeys())
-	}
-	bashTool, err := tools.NewBashWithRunner(rt, run, bashToolOpts...)
+	bashTool, err := tools.NewBashWithRunner(rt, run, cfg.toolOpts...)
 	if err != nil {
 		s.cancel(ErrClosed)
 		s.tasks.Close()
@@ -170,43 +157,21 @@ func New(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-func checkWorkDir(dir string) error {
-	if dir == "" {
-		return nil
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("taskrt-mcp: working directory: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("taskrt-mcp: working directory %s is not a directory", dir)
-	}
-	return nil
-}
-
 // bashRunner is what runs the bash tool's commands: the configured runner, or a
 // bash producer of the Server's own (returned, for the teardown to close).
 func bashRunner(cfg config) (tools.BashRunner, *bash.Producer, error) {
 	if cfg.runner != nil {
-		if cfg.sandbox.On() {
-			// The runner runs the commands elsewhere: a sandbox set here would not
-			// apply, and a command must never run unsandboxed without saying so.
-			return nil, nil, errors.New("taskrt-mcp: a sandbox applies to local commands only; WithSandbox and WithBashRunner cannot be combined")
+		if len(cfg.bashOpts) > 0 {
+			// The runner runs the commands elsewhere: options of a producer here would
+			// not apply, and a command must never run without the sandbox or the
+			// limits it was promised.
+			return nil, nil, errors.New("taskrt-mcp: bash options apply to the server's own producer; WithBashOptions and WithBashRunner cannot be combined")
 		}
 		return cfg.runner, nil, nil
 	}
-	bashOpts := []bash.Option{bash.WithLogger(cfg.logger), bash.WithSandbox(cfg.sandbox)}
-	if cfg.killGrace > 0 {
-		bashOpts = append(bashOpts, bash.WithGrace(cfg.killGrace))
-	}
-	producer, err := newProducer(cfg, bashOpts)
+	producer, err := newProducer(append([]bash.Option{bash.WithLogger(cfg.logger)}, cfg.bashOpts...))
 	if err != nil {
 		return nil, nil, fmt.Errorf("taskrt-mcp: %w", err)
-	}
-	if cfg.limits != (bash.Limits{}) && producer.Containment() != bash.CgroupContainment {
-		_ = producer.Close()
-		return nil, nil, fmt.Errorf("taskrt-mcp: %w: command limits need cgroup containment, and this machine gives %s (%s)",
-			bash.ErrLimitsUnavailable, producer.Containment(), producer.ContainmentDetail())
 	}
 	return runner{p: producer, interval: ProgressInterval}, producer, nil
 }

@@ -472,7 +472,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestOwnerLimit(t *testing.T) {
-	srv := newServer(t, mcpserver.WithOwnerLimit(1))
+	srv := newServer(t, mcpserver.WithRuntimeOptions(actors.WithOwnerLimit(1)))
 	a, _ := serve(t, srv)
 	b, _ := serve(t, srv)
 	gate := fifo(t)

@@ -22,6 +22,7 @@ import (
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/remote"
+	"github.com/taskrt/taskrt/tools"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
@@ -172,23 +173,21 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		level = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	rtOpts := []actors.Option{actors.WithOwnerLimit(o.maxTasks)}
+	rtOpts = append(rtOpts, actors.WithQueue(o.queue), actors.WithGlobalLimit(o.globalLimit)) // 0 keeps "none"
+	toolOpts := []tools.BashOption{tools.WithWorkDir(o.dir)}
+	if o.startKeys {
+		toolOpts = append(toolOpts, tools.WithStartKeys())
+	}
 	opts := []mcpserver.Option{
 		mcpserver.WithLogger(logger),
-		mcpserver.WithWorkDir(o.dir),
-		mcpserver.WithOwnerLimit(o.maxTasks),
-		mcpserver.WithKillGrace(o.killGrace),
+		mcpserver.WithRuntimeOptions(rtOpts...),
 		mcpserver.WithSessionTimeout(o.idleTimeout),
 		mcpserver.WithMaxRequestBytes(o.maxRequest),
-		mcpserver.WithSandbox(o.sandbox),
-		mcpserver.WithLimits(o.limits),
 	}
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
 	}
-	if o.startKeys {
-		opts = append(opts, mcpserver.WithStartKeys())
-	}
-	opts = append(opts, mcpserver.WithQueue(o.queue), mcpserver.WithGlobalLimit(o.globalLimit))
 	if o.natsURL != "" {
 		p, closeRemote, err := remoteRunner(o, logger)
 		if err != nil {
@@ -196,8 +195,14 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 			return 1
 		}
 		defer closeRemote()
+		// The workers run the commands: the limits go with each command.
+		toolOpts = append(toolOpts, tools.WithLimits(o.limits))
 		opts = append(opts, mcpserver.WithBashRunner(p))
+	} else {
+		opts = append(opts, mcpserver.WithBashOptions(bash.WithGrace(o.killGrace), bash.WithSandbox(o.sandbox),
+			bash.WithMaxProcesses(o.limits.Processes), bash.WithMemoryLimit(o.limits.Memory), bash.WithCPULimit(o.limits.CPU)))
 	}
+	opts = append(opts, mcpserver.WithBashToolOptions(toolOpts...))
 	if !o.sessionless {
 		opts = append(opts, mcpserver.WithoutSessionless())
 	}
