@@ -48,7 +48,7 @@ func TestKeyedStarts(t *testing.T) {
 		assert.Equal(t, id, got)
 	})
 	t.Run("an evicted task frees its key", func(t *testing.T) {
-		rt := newRT(t, actors.WithoutRetention())
+		rt := newRT(t, actors.WithNoRetention())
 		register(t, rt, "a1")
 		f := newFake()
 		id := start(t, rt, keyedSpec(f, "a1", "k1"))

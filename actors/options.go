@@ -134,12 +134,6 @@ func WithNoRetention() Option {
 	return optionFunc(func(c *config) { c.retention = 0 })
 }
 
-// WithoutRetention is the old name of WithNoRetention.
-//
-// Deprecated: use WithNoRetention. Without… turns a limit or a feature off
-// (WithoutOwnerLimit, WithoutAncestorAccess); WithNo… keeps none.
-func WithoutRetention() Option { return WithNoRetention() }
-
 // WithTombstones sets how many evicted tasks per owner (and for the unowned tasks)
 // are still answered from a tombstone — their final snapshot, with Evicted set.
 // Past the bound the oldest tombstone is forgotten and its id reads as not found.
@@ -157,11 +151,6 @@ func WithTombstones(n int) Option {
 func WithNoTombstones() Option {
 	return optionFunc(func(c *config) { c.tombstones = 0 })
 }
-
-// WithoutTombstones is the old name of WithNoTombstones.
-//
-// Deprecated: use WithNoTombstones.
-func WithoutTombstones() Option { return WithNoTombstones() }
 
 // WithoutAncestorAccess keeps every owned task to its owner alone. By default an
 // agent registered WithParent is visible to its ancestors: they list, get, read,

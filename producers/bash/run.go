@@ -110,20 +110,12 @@ wait:
 	return res, ctxErr
 }
 
-// RunProgress is RunWithProgress with the interval and the report as arguments.
-//
-// Deprecated: use RunWithProgress: its Progress names the interval, which here is a
-// second time.Duration right after the timeout, easily swapped with it.
-func (p *Producer) RunProgress(ctx context.Context, c Command, timeout, interval time.Duration, progress func(n int, line string)) (Result, error) {
-	return p.RunWithProgress(ctx, c, timeout, Progress{Every: interval, Report: progress})
-}
-
 // progressWindow is how many of the output's last bytes RunWithProgress looks at
 // for the latest line.
 const progressWindow = 4 << 10
 
 // latestLine is the latest line in the last progressWindow bytes of out, read
-// without consuming (see RunProgress).
+// without consuming (see RunWithProgress).
 func latestLine(out *output.Buffer) string {
 	data, _, _ := out.Peek(out.Written()-progressWindow, progressWindow)
 	return lastLine(data)

@@ -112,9 +112,6 @@ func TestRunProgress(t *testing.T) {
 		got, err := p.RunWithProgress(context.Background(), cmd, time.Minute, Progress{Every: time.Millisecond, Report: func(int, string) {}})
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
-		old, err := p.RunProgress(context.Background(), cmd, time.Minute, time.Millisecond, func(int, string) {})
-		require.NoError(t, err)
-		assert.Equal(t, want, old, "the deprecated RunProgress is RunWithProgress")
 	})
 	t.Run("the timeout still stops the command", func(t *testing.T) {
 		got, err := p.RunWithProgress(context.Background(), Command{Command: "echo started; sleep 60"}, 200*time.Millisecond, Progress{Every: time.Millisecond, Report: func(int, string) {}})

@@ -10,18 +10,15 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// The renamed "keep none" options keep their old names for one wave, as aliases
-// that do exactly what the new names do.
-func TestDeprecatedRetentionNamesAreAliases(t *testing.T) {
+// The "keep none" options: no settled record, and no tombstone either.
+func TestKeepNoneOptions(t *testing.T) {
 	for _, tc := range []struct {
 		rule      string
 		opts      []actors.Option
 		tombstone bool // the settled task is answered from a tombstone (else: not found)
 	}{
 		{"WithNoRetention evicts at settlement", []actors.Option{actors.WithNoRetention()}, true},
-		{"WithoutRetention is WithNoRetention", []actors.Option{actors.WithoutRetention()}, true},
 		{"WithNoTombstones forgets evicted tasks", []actors.Option{actors.WithNoRetention(), actors.WithNoTombstones()}, false},
-		{"WithoutTombstones is WithNoTombstones", []actors.Option{actors.WithNoRetention(), actors.WithoutTombstones()}, false},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			rt := newRT(t, tc.opts...)
