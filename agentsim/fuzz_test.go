@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // FuzzParseScenario feeds arbitrary bytes to ParseScenario. Whatever the input, it
@@ -95,7 +96,7 @@ func FuzzRunScript(f *testing.F) {
 	answer := "${prompt}"
 	opts := []Option{
 		WithRuntimeOptions(actors.WithActorSystem(sys)),
-		WithBashOptions(bash.WithShell(fuzzShell), bash.WithSpillDir(f.TempDir()), bash.WithoutGrace()),
+		WithBashOptions(bash.WithShell(fuzzShell), bash.WithOutput(output.WithSpillDir(f.TempDir())), bash.WithoutGrace()),
 		WithScript("hang", ModelScript{Steps: []ScriptStep{{Answer: &answer}}}),
 	}
 	f.Fuzz(func(t *testing.T, script []byte) {

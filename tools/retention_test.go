@@ -11,6 +11,7 @@ import (
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
 	"github.com/taskrt/taskrt/tools"
 )
 
@@ -88,7 +89,7 @@ func TestEvictedStrings(t *testing.T) {
 func TestEvictionRemovesTheSpillFile(t *testing.T) {
 	spill := t.TempDir()
 	rt, tt := retentionEnv(t, actors.WithRetention(1))
-	set := mustSet(t, append(tt.Tools(), newBashTool(t, rt, bash.New(bash.WithSpillDir(spill))))...)
+	set := mustSet(t, append(tt.Tools(), newBashTool(t, rt, bash.New(bash.WithOutput(output.WithSpillDir(spill)))))...)
 	call := func(name, args string) tools.Result {
 		t.Helper()
 		r := set.Call(bg, "", name, []byte(args))

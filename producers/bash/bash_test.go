@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 const settleLimit = 20 * time.Second // failure bound only; tasks settle in milliseconds
@@ -465,7 +466,7 @@ func TestFloodKeepsMemoryBoundedAndCountsDroppedBytesExactly(t *testing.T) {
 		tail     = 64 << 10
 		spillCap = 1 << 20
 	)
-	p := newTestProducer(t, WithOutputMemory(head, tail), WithSpillCap(spillCap))
+	p := newTestProducer(t, WithOutput(output.WithMemory(head, tail)), WithOutput(output.WithSpillCap(spillCap)))
 	var baseline runtime.MemStats
 	runtime.ReadMemStats(&baseline)
 	var (
@@ -514,7 +515,7 @@ func TestFloodKeepsMemoryBoundedAndCountsDroppedBytesExactly(t *testing.T) {
 }
 
 func TestFloodCancelledMidway(t *testing.T) {
-	p := newTestProducer(t, WithSpillCap(1<<20), WithGrace(time.Second))
+	p := newTestProducer(t, WithOutput(output.WithSpillCap(1<<20)), WithGrace(time.Second))
 	h := startTask(t, p, Command{Command: "yes"})
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -531,7 +532,7 @@ func TestFloodCancelledMidway(t *testing.T) {
 	end, l := account(t, cursor, h.ReadOutput(), source)
 	st := h.task.out.Stats()
 	assert.Equal(t, st.Written, end, "reads cover the whole output")
-	assert.Equal(t, st.Written-int64(DefaultTail)-(1<<20), st.Dropped)
+	assert.Equal(t, st.Written-int64(output.DefaultTail)-(1<<20), st.Dropped)
 	t.Logf("yes wrote %d MB before it was killed; %d bytes left out of reads", st.Written/1_000_000, left+l)
 	requireQuiet(t, p)
 }
@@ -553,7 +554,7 @@ func TestOneVeryLongLine(t *testing.T) {
 	}
 	end, left := account(t, 0, got, source)
 	assert.Equal(t, int64(3_000_006), end)
-	assert.Equal(t, int64(3_000_006-DefaultMaxRead), left, "exactly one read's worth is shown")
+	assert.Equal(t, int64(3_000_006-output.DefaultMaxRead), left, "exactly one read's worth is shown")
 	assert.True(t, strings.HasSuffix(got, "\ndone\n"))
 	lines := strings.Split(got, "\n")
 	assert.Contains(t, lines[1], "saved in ")
@@ -610,12 +611,13 @@ func TestForegroundRun(t *testing.T) {
 		requireQuiet(t, p)
 	})
 	t.Run("output is bounded and names no removed file", func(t *testing.T) {
-		p := newTestProducer(t, WithMaxRead(1000))
+		spills := t.TempDir()
+		p := newTestProducer(t, WithOutput(output.WithMaxRead(1000), output.WithSpillDir(spills)))
 		res, err := p.Run(context.Background(), Command{Command: "seq 1 100000"}, time.Minute)
 		require.NoError(t, err)
 		assert.Less(t, len(res.Output), 1200)
 		assert.Regexp(t, `\n\[\.\.\. \d+ bytes left out \(output offsets \d+-\d+\) \.\.\.\]\n`, res.Output)
-		entries, err := os.ReadDir(p.cfg.spillDir)
+		entries, err := os.ReadDir(spills)
 		require.NoError(t, err)
 		assert.Empty(t, entries, "the spill file is removed")
 	})
@@ -645,7 +647,7 @@ func TestManyConcurrentShortCommands(t *testing.T) {
 }
 
 func TestSpecAndRelease(t *testing.T) {
-	p := newTestProducer(t, WithMaxRead(1000))
+	p := newTestProducer(t, WithOutput(output.WithMaxRead(1000)))
 	spec := p.Spec("agent-1", Command{Command: "seq 1 100000\necho more"})
 	assert.Equal(t, Kind, spec.Kind)
 	assert.Equal(t, "seq 1 100000 …", spec.Label)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // BenchmarkTrue measures the cost of one short command from start to settlement:
@@ -36,7 +37,7 @@ func BenchmarkTrue(b *testing.B) {
 		}
 		for _, mode := range []Containment{CgroupContainment, SweepContainment} {
 			b.Run(fmt.Sprintf("idle=%d/impl=producer/mode=%s", idle, mode), func(b *testing.B) {
-				p := New(WithSpillDir(b.TempDir()), WithContainment(mode))
+				p := New(WithOutput(output.WithSpillDir(b.TempDir())), WithContainment(mode))
 				if p.startErr != nil {
 					b.Skip(p.startErr)
 				}
@@ -152,7 +153,7 @@ func BenchmarkTrueGuarantees(b *testing.B) {
 				testHookNoOrphans.Store(true)
 				defer testHookNoOrphans.Store(false)
 			}
-			p := New(WithSpillDir(b.TempDir()), WithContainment(CgroupContainment))
+			p := New(WithOutput(output.WithSpillDir(b.TempDir())), WithContainment(CgroupContainment))
 			if p.startErr != nil {
 				b.Skip(p.startErr)
 			}
@@ -234,7 +235,7 @@ func BenchmarkInputRoundTrip(b *testing.B) {
 			}
 			defer func() { _ = rt.Close(ctx) }()
 			defer rt.Tasks().AttachSurface("bench")()
-			p := New(WithSpillDir(b.TempDir()))
+			p := New(WithOutput(output.WithSpillDir(b.TempDir())))
 			id, err := rt.Tasks().Start(ctx, p.Spec("", Command{Command: script, Stdin: mode}))
 			if err != nil {
 				b.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 func TestContainmentIsChosenAtNew(t *testing.T) {
@@ -310,7 +311,7 @@ func init() {
 				os.Exit(1)
 			}
 		}
-		p := New(WithContainment(mode), WithSpillDir(os.TempDir()), WithCgroupRoot(os.Getenv("HOST_CGROUP_ROOT")), testSandbox())
+		p := New(WithContainment(mode), WithOutput(output.WithSpillDir(os.TempDir())), WithCgroupRoot(os.Getenv("HOST_CGROUP_ROOT")), testSandbox())
 		h, err := p.Start(Command{Command: os.Getenv("HOST_COMMAND")})
 		if err != nil {
 			fmt.Println("error:", err)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 	"github.com/taskrt/taskrt/producers/output/outputtest"
 )
 
@@ -69,7 +70,7 @@ func (s survivorCheck) Run() int {
 // the containment mode detected here.
 func newTestProducer(t testing.TB, opts ...Option) *Producer {
 	t.Helper()
-	return New(append([]Option{WithSpillDir(t.TempDir()), testSandbox()}, opts...)...)
+	return New(append([]Option{WithOutput(output.WithSpillDir(t.TempDir())), testSandbox()}, opts...)...)
 }
 
 // forEachMode runs f as a subtest per containment mode, "mode=cgroup" and

@@ -2,7 +2,6 @@ package bash
 
 import (
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/taskrt/taskrt/producers/output"
@@ -10,17 +9,11 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultGrace        = 3 * time.Second        // SIGTERM to SIGKILL
-	DefaultMaxRead      = output.DefaultMaxRead  // bytes one read returns at most (before rendering)
-	DefaultHead         = output.DefaultHead     // bytes kept in memory from the start of the output
-	DefaultTail         = output.DefaultTail     // bytes kept in memory from the end of the output
-	DefaultSpillCap     = output.DefaultSpillCap // bytes the spill file holds at most
-	DefaultDrainTimeout = 2 * time.Second        // wait for the pipe's end after the last known writer died
-	DefaultShell        = "/bin/bash"            // the shell run with -c
-	DefaultTerminalCols = 80                     // a StdinTTY command's window width
-	DefaultTerminalRows = 24                     // a StdinTTY command's window height
-	minMaxRead          = 256                    // output's minimum too
-	minTail             = 4 << 10                // output's minimum too
+	DefaultGrace        = 3 * time.Second // SIGTERM to SIGKILL
+	DefaultDrainTimeout = 2 * time.Second // wait for the pipe's end after the last known writer died
+	DefaultShell        = "/bin/bash"     // the shell run with -c
+	DefaultTerminalCols = 80              // a StdinTTY command's window width
+	DefaultTerminalRows = 24              // a StdinTTY command's window height
 )
 
 // spillPrefix starts the names of the producer's spill files.
@@ -28,11 +21,8 @@ const spillPrefix = "taskrt-bash-"
 
 // config is the producer's configuration, fixed at New.
 type config struct {
-	grace        time.Duration // 0: SIGKILL right after SIGTERM
-	maxRead      int
-	head, tail   int
-	spillDir     string
-	spillCap     int64 // 0: no spill file
+	grace        time.Duration   // 0: SIGKILL right after SIGTERM
+	output       []output.Option // WithOutput's
 	drainTimeout time.Duration
 	shell        string
 	subreaper    bool
@@ -46,31 +36,25 @@ type config struct {
 	bwrap        string  // the bubblewrap program (WithBwrap)
 }
 
-// outputOptions maps the output options (WithMaxRead, WithOutputMemory,
-// WithSpillDir, WithSpillCap, WithoutSpill, WithLogger) onto the options of a task's
-// output buffer.
+// outputOptions are the options of a task's output buffer: the producer's own
+// (its spill files' prefix, its logger), then WithOutput's.
 func (c config) outputOptions() []output.Option {
-	opts := []output.Option{
-		output.WithMaxRead(c.maxRead),
-		output.WithMemory(c.head, c.tail),
-		output.WithSpillDir(c.spillDir),
-		output.WithSpillPrefix(spillPrefix),
-		output.WithLogger(c.logger),
-	}
-	if c.spillCap > 0 {
-		return append(opts, output.WithSpillCap(c.spillCap))
-	}
-	return append(opts, output.WithoutSpill())
+	return append([]output.Option{output.WithSpillPrefix(spillPrefix), output.WithLogger(c.logger)}, c.output...)
+}
+
+// WithOutput passes options to every task's output buffer (package output): how
+// much one read returns (output.WithMaxRead, default 32 KiB), how much of the
+// output's start and end stays in memory (output.WithMemory, 32 and 64 KiB), where
+// the rest spills and up to what size (output.WithSpillDir, output.WithSpillCap:
+// os.TempDir(), 64 MiB; output.WithoutSpill). Together they bound a task's memory
+// in this process; what a command itself may use is WithMemoryLimit.
+func WithOutput(opts ...output.Option) Option {
+	return optionFunc(func(c *config) { c.output = append(c.output, opts...) })
 }
 
 func defaultConfig() config {
 	return config{
 		grace:        DefaultGrace,
-		maxRead:      DefaultMaxRead,
-		head:         DefaultHead,
-		tail:         DefaultTail,
-		spillDir:     os.TempDir(),
-		spillCap:     DefaultSpillCap,
 		drainTimeout: DefaultDrainTimeout,
 		shell:        DefaultShell,
 		subreaper:    true,
@@ -103,61 +87,6 @@ func WithGrace(d time.Duration) Option {
 // WithoutGrace sends SIGKILL right after SIGTERM when a command is cancelled.
 func WithoutGrace() Option {
 	return optionFunc(func(c *config) { c.grace = 0 })
-}
-
-// WithMaxRead sets how many output bytes one read returns at most (default 32 KiB,
-// at least 256). A larger delta is returned as its head and tail around a marker.
-// Rendering can make the returned string longer than n: invalid UTF-8 bytes become
-// U+FFFD and the marker line is added.
-func WithMaxRead(n int) Option {
-	return optionFunc(func(c *config) {
-		if n > 0 {
-			c.maxRead = max(n, minMaxRead)
-		}
-	})
-}
-
-// WithOutputMemory sets how many bytes of the output's start (head) and end (tail)
-// stay in memory per task (defaults 32 KiB and 64 KiB; the tail is at least 4 KiB).
-// Together with the 32 KiB read buffer they bound a task's memory in this process.
-// A zero or negative value keeps that part's default. (The memory a command may
-// use is WithMemoryLimit.)
-func WithOutputMemory(head, tail int) Option {
-	return optionFunc(func(c *config) {
-		if head > 0 {
-			c.head = head
-		}
-		if tail > 0 {
-			c.tail = max(tail, minTail)
-		}
-	})
-}
-
-// WithSpillDir sets the directory of spill files (default os.TempDir()); "" keeps
-// the default.
-func WithSpillDir(dir string) Option {
-	return optionFunc(func(c *config) {
-		if dir != "" {
-			c.spillDir = dir
-		}
-	})
-}
-
-// WithSpillCap sets the largest size of a task's spill file (default 64 MiB). Output
-// past it that no longer fits in memory is counted as dropped. A zero or negative
-// n keeps the default; see WithoutSpill.
-func WithSpillCap(n int64) Option {
-	return optionFunc(func(c *config) {
-		if n > 0 {
-			c.spillCap = n
-		}
-	})
-}
-
-// WithoutSpill disables spill files: output that fits neither in the head nor in
-// the tail is counted as dropped.
-func WithoutSpill() Option {
-	return optionFunc(func(c *config) { c.spillCap = 0 })
 }
 
 // WithDrainTimeout bounds how long Done waits for the output pipe to reach its end

@@ -29,10 +29,6 @@ func TestZeroAndNegativeOptionValuesKeepTheDefaults(t *testing.T) {
 	for _, v := range []int{0, -1} {
 		opts := map[string]Option{
 			"WithGrace":         WithGrace(time.Duration(v)),
-			"WithMaxRead":       WithMaxRead(v),
-			"WithOutputMemory":  WithOutputMemory(v, v),
-			"WithSpillDir":      WithSpillDir(""),
-			"WithSpillCap":      WithSpillCap(int64(v)),
 			"WithDrainTimeout":  WithDrainTimeout(time.Duration(v)),
 			"WithShell":         WithShell(""),
 			"WithLogger":        WithLogger(nil),
@@ -59,23 +55,16 @@ func TestExplicitNoneOptions(t *testing.T) {
 		want func(c config) bool
 	}{
 		{"WithoutGrace sends SIGKILL right after SIGTERM", WithoutGrace(), func(c config) bool { return c.grace == 0 }},
-		{"WithoutSpill disables spill files", WithoutSpill(), func(c config) bool { return c.spillCap == 0 }},
 		{"WithoutSubreaper keeps the process from becoming a subreaper", WithoutSubreaper(), func(c config) bool { return !c.subreaper }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.True(t, tc.want(configOf(WithGrace(time.Minute), WithSpillCap(1<<20), tc.opt)))
+			assert.True(t, tc.want(configOf(WithGrace(time.Minute), tc.opt)))
 		})
 	}
 	t.Run("a terminal size past the kernel's is lowered to it", func(t *testing.T) {
 		cfg := configOf(WithTerminalSize(1<<20, 1<<17))
 		assert.Equal(t, [2]int{65535, 65535}, [2]int{cfg.termCols, cfg.termRows})
-	})
-	t.Run("a small positive value is raised to the minimum", func(t *testing.T) {
-		cfg := configOf(WithMaxRead(1), WithOutputMemory(1, 1))
-		assert.Equal(t, minMaxRead, cfg.maxRead)
-		assert.Equal(t, minTail, cfg.tail)
-		assert.Equal(t, 1, cfg.head)
 	})
 }
 

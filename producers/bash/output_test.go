@@ -52,25 +52,25 @@ func TestOutputOptionsConfigureTheTaskBuffer(t *testing.T) {
 	}{
 		{
 			name: "the defaults return output within one read whole",
-			size: DefaultMaxRead,
+			size: output.DefaultMaxRead,
 		},
 		{
 			name:        "WithMaxRead bounds one read; the rest is left out, saved in the spill file",
-			opts:        []Option{WithMaxRead(1000)},
+			opts:        []Option{WithOutput(output.WithMaxRead(1000))},
 			size:        100_000,
 			wantLeftOut: 100_000 - 1000 + 2*39, // cut at line ends: up to a line lost per side
 			wantMarker:  "at the same offsets",
 		},
 		{
 			name:        "WithOutputMemory and WithSpillCap bound what is kept; the rest is dropped and counted",
-			opts:        []Option{WithMaxRead(1000), WithOutputMemory(4096, 8192), WithSpillCap(50_000)},
+			opts:        []Option{WithOutput(output.WithMaxRead(1000)), WithOutput(output.WithMemory(4096, 8192)), WithOutput(output.WithSpillCap(50_000))},
 			size:        1_000_000,
 			wantDropped: 1_000_000 - 8192 - 50_000,
 			wantMarker:  "not kept (spill file cap of 50000 bytes reached)",
 		},
 		{
 			name:        "WithoutSpill keeps only the head and the tail",
-			opts:        []Option{WithMaxRead(1000), WithOutputMemory(4096, 8192), WithoutSpill()},
+			opts:        []Option{WithOutput(output.WithMaxRead(1000)), WithOutput(output.WithMemory(4096, 8192)), WithOutput(output.WithoutSpill())},
 			size:        1_000_000,
 			wantDropped: 1_000_000 - 8192 - 4096,
 			wantMarker:  "not kept (spilling disabled)",
@@ -80,7 +80,7 @@ func TestOutputOptionsConfigureTheTaskBuffer(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			o := output.New(configOf(append([]Option{WithSpillDir(dir)}, tc.opts...)...).outputOptions()...)
+			o := output.New(configOf(append([]Option{WithOutput(output.WithSpillDir(dir))}, tc.opts...)...).outputOptions()...)
 			t.Cleanup(o.Release)
 			writePattern(o, 0, tc.size, 3000)
 			require.NoError(t, o.Close())
@@ -113,7 +113,7 @@ func TestOutputOptionsConfigureTheTaskBuffer(t *testing.T) {
 // Release (the runtime dropping the record) removes the spill file.
 func TestTaskOutputSpillsWhereConfiguredAndReleaseRemovesIt(t *testing.T) {
 	dir := t.TempDir()
-	p := New(WithSpillDir(dir), WithMaxRead(1000))
+	p := New(WithOutput(output.WithSpillDir(dir)), WithOutput(output.WithMaxRead(1000)))
 	h := startTask(t, p, Command{Command: "seq 1 100000"})
 	require.Equal(t, "exit code: 0", h.awaitDone(t, settleLimit).Detail)
 	m := spillRE.FindStringSubmatch(h.ReadOutput())

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // idleHostChildren makes n idle processes children of this process, the way a
@@ -279,7 +280,7 @@ func BenchmarkSettleWithAnOrphan(b *testing.B) {
 		b.Run(fmt.Sprintf("host-children=%d", n), func(b *testing.B) {
 			stop := benchHostChildren(b, n)
 			defer stop()
-			p := New(WithContainment(CgroupContainment), WithSpillDir(b.TempDir()))
+			p := New(WithContainment(CgroupContainment), WithOutput(output.WithSpillDir(b.TempDir())))
 			defer func() { _ = p.Close() }()
 			if p.Containment() != CgroupContainment {
 				b.Skip("no cgroup containment here")

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // sandboxEnv, set to a sandbox mode's name, makes newTestProducer (and the host
@@ -532,7 +533,7 @@ func BenchmarkSandboxTrue(b *testing.B) {
 	for _, mode := range []Containment{CgroupContainment, SweepContainment} {
 		for _, sm := range []SandboxMode{SandboxOff, SandboxReadOnly, SandboxWorkspaceWrite} {
 			b.Run("mode="+mode.String()+"/sandbox="+sm.String(), func(b *testing.B) {
-				p := New(WithSpillDir(b.TempDir()), WithContainment(mode), WithSandbox(Sandbox{Mode: sm}))
+				p := New(WithOutput(output.WithSpillDir(b.TempDir())), WithContainment(mode), WithSandbox(Sandbox{Mode: sm}))
 				if p.startErr != nil {
 					b.Skip(p.startErr)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // The containment figures measure what the bash producer's containment
@@ -119,7 +120,7 @@ func ContainmentTrue(ctx context.Context, impl ContainmentImpl, runs int, timer 
 		if impl == ContainSweep {
 			mode = bash.SweepContainment
 		}
-		p := bash.New(bash.WithSpillDir(dir), bash.WithContainment(mode))
+		p := bash.New(bash.WithOutput(output.WithSpillDir(dir)), bash.WithContainment(mode))
 		defer func() { _ = p.Close() }()
 		one = func() error {
 			h, err := p.Start(bash.Command{Command: "/bin/true"})
@@ -294,7 +295,7 @@ func KillStorm(ctx context.Context, cfg KillStormConfig) (res KillStormResult, e
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	p := bash.New(bash.WithSpillDir(dir), bash.WithContainment(cfg.Mode), bash.WithGrace(cfg.Grace))
+	p := bash.New(bash.WithOutput(output.WithSpillDir(dir)), bash.WithContainment(cfg.Mode), bash.WithGrace(cfg.Grace))
 	defer func() { _ = p.Close() }()
 	res = KillStormResult{Mode: p.Containment().String(), Tasks: cfg.Tasks, Owners: cfg.Owners, Grace: cfg.Grace}
 	rt, err := actors.NewRuntime(actors.WithOwnerLimit(perOwner))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // The process figures run real commands: through a registry with the bash producer
@@ -56,7 +57,7 @@ func TrueRuns(ctx context.Context, impl Impl, cfg TrueConfig) (_ time.Duration, 
 			return 0, rerr
 		}
 		defer os.RemoveAll(dir)
-		p := bash.New(bash.WithSpillDir(dir))
+		p := bash.New(bash.WithOutput(output.WithSpillDir(dir)))
 		defer func() {
 			if cerr := p.Close(); err == nil {
 				err = cerr
@@ -171,7 +172,7 @@ func Flood(ctx context.Context, impl Impl, cfg FloodConfig) (res FloodResult, er
 			return res, rerr
 		}
 		defer os.RemoveAll(dir)
-		p := bash.New(bash.WithSpillDir(dir))
+		p := bash.New(bash.WithOutput(output.WithSpillDir(dir)))
 		defer func() { _ = p.Close() }()
 		run = func() (int64, error) { return runBash(ctx, reg, p, command) }
 	}

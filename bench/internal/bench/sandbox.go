@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // SandboxTrueRuns measures the wall time of cfg.Runs foreground runs of `/bin/true`
@@ -23,7 +24,7 @@ func SandboxTrueRuns(ctx context.Context, cfg TrueConfig, sandboxed bool) (time.
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	p := bash.New(bash.WithSpillDir(dir))
+	p := bash.New(bash.WithOutput(output.WithSpillDir(dir)))
 	defer func() { _ = p.Close() }()
 	c := bash.Command{Command: "/bin/true", Dir: dir}
 	if sandboxed {

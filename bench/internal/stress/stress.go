@@ -19,6 +19,7 @@ import (
 	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
 	"github.com/taskrt/taskrt/producers/subagent"
 	"github.com/taskrt/taskrt/tools"
 )
@@ -215,7 +216,7 @@ func newHarness(cfg Config) (*harness, error) {
 	// in the same order: our sequence numbers are the notice listener's progress.
 	h.tt = tools.NewTaskTools(h.rt)
 	h.unsubscribe = h.rt.Tasks().OnDone(h.onDone)
-	h.bash = bash.New(bash.WithGrace(300*time.Millisecond), bash.WithSpillDir(h.spillDir))
+	h.bash = bash.New(bash.WithGrace(300*time.Millisecond), bash.WithOutput(output.WithSpillDir(h.spillDir)))
 	h.launcher = agentsim.NewLauncher(h.registerChild)
 	h.sub = subagent.New(h.launcher)
 	return h, nil
