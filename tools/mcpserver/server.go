@@ -16,6 +16,7 @@ import (
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/tools"
+	"github.com/taskrt/taskrt/tools/mcpserver/livepage"
 )
 
 // Name is the server's name in the MCP handshake.
@@ -68,7 +69,7 @@ type Server struct {
 	http     *httpHandler
 
 	pageOnce sync.Once
-	page     *pageHandler
+	page     *livepage.Handler
 
 	listen func() // removes the runtime listener of background protocol tasks
 

@@ -1,4 +1,4 @@
-package mcpserver
+package livepage
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 )
 
 // sse writes a Server-Sent Events stream: messages are gathered in a buffer and
-// written with flush, each write bounded by pageWriteTimeout.
+// written with flush, each write bounded by writeTimeout.
 type sse struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -26,7 +26,7 @@ func newSSE(w http.ResponseWriter) *sse {
 func (s *sse) event(name, id string, v any) {
 	data, err := json.Marshal(v)
 	if err != nil { // the page's types always marshal
-		panic("mcpserver: " + err.Error())
+		panic("livepage: " + err.Error())
 	}
 	s.buf.WriteString("event: " + name + "\n")
 	if id != "" {
@@ -53,7 +53,7 @@ func (s *sse) flush() error {
 		s.w.WriteHeader(http.StatusOK)
 		s.started = true
 	}
-	if err := s.rc.SetWriteDeadline(time.Now().Add(pageWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := s.rc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
 	_, err := s.w.Write(s.buf.Bytes())
