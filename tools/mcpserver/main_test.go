@@ -1,5 +1,7 @@
 package mcpserver_test
 
+//lint:file-ignore SA1019 the tests check the notices sent as log messages, which the server keeps for the revisions that still have logging
+
 import (
 	"context"
 	"crypto/rand"

@@ -167,6 +167,7 @@ func (o *owner) sendLogs() {
 		case <-o.ctx.Done():
 			return
 		case text := <-o.logs:
+			//lint:ignore SA1019 the notice as a log message is a courtesy to the clients of revisions that still have logging; it stays while they do
 			_ = o.ss.Log(o.ctx, &mcp.LoggingMessageParams{Logger: logLogger, Level: "info", Data: text})
 		case pt := <-o.notes:
 			if err := o.stream.notify(taskStatusNote, pt.info()); err != nil {

@@ -144,6 +144,7 @@ func New(opts ...Option) (*Server, error) {
 		Logger:                    cfg.logger,
 		SupportedProtocolVersions: protocolVersions(cfg.noSessionless),
 		Capabilities: &mcp.ServerCapabilities{
+			//lint:ignore SA1019 notices go out as log messages too, for the revisions that still have logging
 			Logging: &mcp.LoggingCapabilities{},
 			Tools:   &mcp.ToolCapabilities{}, // a fixed set: no list_changed
 		},

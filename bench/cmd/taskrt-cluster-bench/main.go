@@ -185,9 +185,8 @@ func run() error {
 		{"owner partition → self-fence (tasks failed)", func(i int) (time.Duration, time.Duration, error) { return partition(srvURL, dir, i, true) }},
 	}
 	type frow struct {
-		name        string
-		d, m        []time.Duration
-		marginsSeen bool
+		name string
+		d, m []time.Duration
 	}
 	var frows []frow
 	for _, f := range fail {
