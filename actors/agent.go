@@ -20,7 +20,7 @@ import (
 //
 //	runCleanups    run the cleanups one at a time, registrations made from inside one
 //	               joining the queue (a drain); report cleanupsRan
-//	tearDownTasks  send teardown to every task child; report tasksSettled once each
+//	tearDownTasks  send teardown to every task child; report tasksTornDown once each
 //	               answered teardownDone or stopped
 //	stopAgent      stop once every task actor has stopped (the registry has dropped
 //	               the records and poisoned them, so every request routed to them
@@ -38,7 +38,7 @@ type agent struct {
 	drain      uint64        // the drain runCleanups began, 0 when none runs: marks its cleanups' contexts
 	running    *cleanupEntry // the cleanup in flight (during a drain only)
 	// awaiting holds the task children torn down that have neither answered
-	// teardownDone nor stopped: nil until tearDownTasks, empty once tasksSettled was
+	// teardownDone nor stopped: nil until tearDownTasks, empty once tasksTornDown was
 	// reported. A child may stop without answering: retention evicts settled tasks by
 	// poisoning their actors, and a teardown that lands in a mailbox behind the poison
 	// pill is dropped unanswered.
@@ -186,7 +186,7 @@ func (a *agent) runNext(ctx actor.Context) {
 
 // tearDown cancels every task child still awaited with the disposal's reason (again,
 // after a fault: a settled task answers at once), forgets those that have stopped,
-// and reports tasksSettled if none is left.
+// and reports tasksTornDown if none is left.
 func (a *agent) tearDown(ctx actor.Context) {
 	live := map[string]bool{}
 	for _, c := range ctx.Children() {
@@ -201,19 +201,19 @@ func (a *agent) tearDown(ctx actor.Context) {
 		}
 	}
 	if len(a.awaiting) == 0 {
-		tellRegistry(ctx, a.rt, &tasksSettled{id: a.id})
+		tellRegistry(ctx, a.rt, &tasksTornDown{id: a.id})
 	}
 }
 
 // accountedFor takes a torn-down task off the awaited ones (it answered teardownDone,
-// or stopped) and reports tasksSettled when it was the last.
+// or stopped) and reports tasksTornDown when it was the last.
 func (a *agent) accountedFor(ctx actor.Context, child string) {
 	if _, ok := a.awaiting[child]; !ok {
 		return
 	}
 	delete(a.awaiting, child)
 	if len(a.awaiting) == 0 {
-		tellRegistry(ctx, a.rt, &tasksSettled{id: a.id})
+		tellRegistry(ctx, a.rt, &tasksTornDown{id: a.id})
 	}
 }
 

@@ -38,7 +38,7 @@ type agentEntry struct {
 //
 //	open ──dispose──▶ awaitingStarts ──no start in flight──▶ cleaning ──cleanupsRan──▶ tearingDown
 //	                                                         (runCleanups)            (tearDownTasks)
-//	tearingDown ──tasksSettled──▶ awaitingChildren ──no child agent left──▶ stopping ──Terminated──▶ (removed;
+//	tearingDown ──tasksTornDown──▶ awaitingChildren ──no child agent left──▶ stopping ──Terminated──▶ (removed;
 //	                                                                        (stopAgent)             Dispose callers answered)
 type agentPhase int
 

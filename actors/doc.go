@@ -26,7 +26,7 @@
 //
 // An agent's phase is the registry's; the agent actor (agent.go) carries out the
 // command each phase sends on entry — runCleanups, tearDownTasks, stopAgent — and
-// reports when it is done (cleanupsRan, tasksSettled, its Terminated).
+// reports when it is done (cleanupsRan, tasksTornDown, its Terminated).
 //
 // The guarantee the tree exists for: disposing an agent returns only after its
 // cleanups ran and every task it owns has settled (transitively, through child

@@ -257,9 +257,9 @@ type agentFailed struct {
 // cleanupsRan: a disposing agent actor ran its cleanups (runCleanups is done).
 type cleanupsRan struct{ id messages.AgentID }
 
-// tasksSettled: a disposing agent actor's tasks have all settled (tearDownTasks is
+// tasksTornDown: a disposing agent actor's tasks have all settled (tearDownTasks is
 // done).
-type tasksSettled struct{ id messages.AgentID }
+type tasksTornDown struct{ id messages.AgentID }
 
 // startsOverdue: starts in flight held a teardown longer than the settle timeout.
 type startsOverdue struct{ owner messages.AgentID }
@@ -278,7 +278,7 @@ type runCleanups struct {
 	drain  uint64
 }
 
-// tearDownTasks: tear down every task of the agent; answer tasksSettled (registry →
+// tearDownTasks: tear down every task of the agent; answer tasksTornDown (registry →
 // agent).
 type tearDownTasks struct{ reason string }
 
@@ -422,7 +422,7 @@ func (*taskSpawned) isRegistryMsg()    {}
 func (*taskChanged) isRegistryMsg()    {}
 func (*taskSettled) isRegistryMsg()    {}
 func (*cleanupsRan) isRegistryMsg()    {}
-func (*tasksSettled) isRegistryMsg()   {}
+func (*tasksTornDown) isRegistryMsg()   {}
 func (*startsOverdue) isRegistryMsg()  {}
 func (*teardownDone) isRegistryMsg()   {}
 func (*spawnTask) isAgentMsg()         {}
@@ -489,7 +489,7 @@ func (*taskSpawned) isRegistryReport()     {}
 func (*taskChanged) isRegistryReport()     {}
 func (*taskSettled) isRegistryReport()     {}
 func (*cleanupsRan) isRegistryReport()     {}
-func (*tasksSettled) isRegistryReport()    {}
+func (*tasksTornDown) isRegistryReport()    {}
 func (*startsOverdue) isRegistryReport()   {}
 func (*teardownDone) isRegistryReport()    {}
 func (*taskOutput) isRegistryReport()      {}

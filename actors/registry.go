@@ -289,7 +289,7 @@ func (r *registry) fromRuntime(ctx actor.Context, msg registryReport) {
 		if a, ok := r.agents[m.id]; ok && a.phase == agentCleaning {
 			r.advanceAgent(ctx, a, agentTearingDown)
 		}
-	case *tasksSettled:
+	case *tasksTornDown:
 		if a, ok := r.agents[m.id]; ok && a.phase == agentTearingDown {
 			r.advanceAgent(ctx, a, agentAwaitingChildren)
 		}
