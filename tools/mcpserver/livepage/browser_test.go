@@ -1,27 +1,22 @@
 //go:build linux
 
-package mcpserver_test
+package livepage_test
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/taskrt/taskrt/messages"
-	"github.com/taskrt/taskrt/tools"
-	"github.com/taskrt/taskrt/tools/mcpserver"
+	"github.com/taskrt/taskrt/tools/internal/proctest"
 )
 
 var screenshot = flag.String("screenshot", "", "also write TestPageInBrowser's screenshot of the live page to `FILE` (it is always written to the test's artifact directory; keep it with go test -artifacts)")
@@ -144,6 +139,36 @@ func row(id messages.TaskID, status string) string {
 	return fmt.Sprintf(`tr[data-task=%q][data-status=%q]`, id, status)
 }
 
+// awaitGone polls /proc until no process carries mark (the browser's profile
+// directory is on each of its command lines): observing other processes has no
+// event to wait on.
+func awaitGone(t *testing.T, mark string) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for len(proctest.MarkedPIDs(mark)) > 0 {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the processes marked %s are still there after a minute", mark)
+		}
+	}
+}
+
+// openPage loads the page in the browser and waits until it is live.
+func openPage(t *testing.T, ctx context.Context, p *page, also ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	actions := append([]chromedp.Action[chromedp.Void]{chromedp.Navigate(p.hs.URL + "/"), chromedp.WaitVisible(`body[data-state="live"]`)}, also...)
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		dump(t, ctx)
+		t.Fatalf("loading the page: %v", err)
+	}
+}
+
+// TestPageInBrowser is the page as an operator uses it, in a real browser: tasks
+// of two owners appear, one is selected and its tail grows line by line, it is
+// killed and its tail ends, and an owner that goes shows as ended.
 func TestPageInBrowser(t *testing.T) {
 	exe := chromium(t)
 	began := time.Now()
@@ -155,44 +180,16 @@ func TestPageInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv := newServer(t, mcpserver.WithBashToolOptions(tools.WithWorkDir(dir)))
-	hs := pageServer(t, srv, testToken, nil)
-	c := connectHTTP(t, hs, testToken)
+	p := newPage(t, setup{})
+	p.register(t, "mcp-1")
 	ctx := browser(t, exe)
+	openPage(t, ctx, p, chromedp.WaitVisible(`section[data-agent="mcp-1"]`))
 
-	// The page is behind the token: the browser sends it as a Basic password, as
-	// it would after prompting for it.
-	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("operator:"+testToken))
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(hs.URL+"/"),
-		chromedp.WaitVisible(`body[data-state="live"]`),
-		chromedp.WaitVisible(`section[data-agent="mcp-1"]`),
-	); err != nil {
-		t.Fatalf("loading the page: %v", err)
-	}
-
-	// 1. Tasks started through MCP, by two sessions, appear with their status.
-	start := func(c *client, command string) messages.TaskID {
-		t.Helper()
-		res := c.call(t, "bash", map[string]any{"command": command, "run_in_background": true})
-		var h struct {
-			ID messages.TaskID `json:"task_id"`
-		}
-		if err := json.Unmarshal([]byte(structured(t, res)), &h); err != nil || h.ID == "" {
-			t.Fatalf("bash %q: %q (%v)", command, structured(t, res), err)
-		}
-		return h.ID
-	}
-	follow := start(c, `for f in a b; do read -r l < $f; echo "line $l"; done; read -r l < hold`)
-	done := start(c, `echo '<b>not bold</b>'`)
-	other := connectHTTP(t, hs, testToken)
-	sleeping := start(other, "sleep 600")
+	// 1. Tasks of two owners appear with their status.
+	follow := p.startBash(t, "mcp-1", `for f in a b; do read -r l < $f; echo "line $l"; done; read -r l < hold`, dir)
+	done := p.startBash(t, "mcp-1", `echo '<b>not bold</b>'`, dir)
+	p.register(t, "mcp-2")
+	sleeping := p.startBash(t, "mcp-2", "sleep 600", dir)
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(row(follow, "running")),
 		chromedp.WaitVisible(row(done, "completed")),
@@ -231,7 +228,7 @@ func TestPageInBrowser(t *testing.T) {
 	tailGrows("the tail to grow", "line alpha\nline beta\n")
 
 	// 3. A killed task turns killed, and its tail ends with it.
-	c.call(t, "task_kill", map[string]any{"task_id": string(follow)})
+	p.kill(t, follow, "mcp-1")
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(row(follow, "killed")),
 		chromedp.WaitVisible(`#tailpane[data-state="ended"][data-reason="settled"]`),
@@ -242,14 +239,28 @@ func TestPageInBrowser(t *testing.T) {
 		t.Errorf("tail = %q", got)
 	}
 
-	// 4. The page read without consuming: the model's next task_output returns the
-	//    whole delta.
-	got := texts(t, c.call(t, "task_output", map[string]any{"task_id": string(follow)}))
-	if len(got) == 0 || !strings.Contains(got[0], "line alpha\nline beta\n") || !strings.Contains(got[0], "killed") {
-		t.Errorf("task_output after the page tailed it = %q, want the whole output and the killed status", got)
+	// 4. The page read without consuming: the owner's next read returns the whole
+	//    output.
+	if res, err := p.rt.Tasks().Read(bg, follow, "mcp-1"); err != nil || res.Output != "line alpha\nline beta\n" || res.Snapshot.Status != messages.Killed {
+		t.Errorf("Read after the page tailed it = %q %s (%v), want the whole output, killed", res.Output, res.Snapshot.Status, err)
 	}
 
 	// 5. The screenshot, a test artifact.
+	takeScreenshot(t, ctx)
+
+	// 6. An owner that goes shows as ended, its task killed with it.
+	p.dispose(t, "mcp-2")
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`section.ended[data-agent="mcp-2"] `+row(sleeping, "killed"))); err != nil {
+		dump(t, ctx)
+		t.Fatalf("waiting for mcp-2 to show as ended: %v", err)
+	}
+	t.Logf("the browser test took %v", time.Since(began).Round(time.Millisecond))
+}
+
+// takeScreenshot writes the page's screenshot to the test's artifact directory,
+// and to -screenshot when set.
+func takeScreenshot(t *testing.T, ctx context.Context) {
+	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
@@ -258,20 +269,10 @@ func TestPageInBrowser(t *testing.T) {
 	if *screenshot != "" {
 		paths = append(paths, *screenshot)
 	}
-	for _, p := range paths {
-		if err := os.WriteFile(p, png, 0o644); err != nil {
+	for _, path := range paths {
+		if err := os.WriteFile(path, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("screenshot: %s (%d bytes)", strings.Join(paths, ", "), len(png))
-
-	// 6. A session that ends shows as ended, its task killed with it.
-	if err := other.cs.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(`section.ended[data-agent="mcp-2"] `+row(sleeping, "killed"))); err != nil {
-		dump(t, ctx)
-		t.Fatalf("waiting for mcp-2 to show as ended: %v", err)
-	}
-	t.Logf("the browser test took %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("screenshot: %v (%d bytes)", paths, len(png))
 }

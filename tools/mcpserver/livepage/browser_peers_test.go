@@ -1,24 +1,20 @@
 //go:build linux
 
-package mcpserver_test
+package livepage_test
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
-	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 
 // TestPageOpenedAfterTheTasksRan is the live page as an operator meets it: two
-// sessions' tasks ran — a 200-line build, a command that printed and exited 2, a
+// owners' tasks ran — a 200-line build, a command that printed and exited 2, a
 // killed one, a running server (watched), one queued at the global limit — and only then is
 // the page opened. Every task's output size comes from its state, the exit code or
 // failure detail is beside the status, a non-zero exit is not green, the queued
@@ -26,58 +22,32 @@ import (
 // watched.
 func TestPageOpenedAfterTheTasksRan(t *testing.T) {
 	exe := chromium(t)
-	srv := newServer(t, mcpserver.WithRuntimeOptions(actors.WithGlobalLimit(2), actors.WithQueue(1)))
-	hs := pageServer(t, srv, testToken, nil)
-	c1 := connectHTTP(t, hs, testToken)
-	c2 := connectHTTP(t, hs, testToken)
-	start := func(c *client, command string) messages.TaskID {
-		t.Helper()
-		res := c.call(t, "bash", map[string]any{"command": command, "run_in_background": true})
-		var h struct {
-			ID messages.TaskID `json:"task_id"`
-		}
-		if err := json.Unmarshal([]byte(structured(t, res)), &h); err != nil || h.ID == "" {
-			t.Fatalf("bash %q: %q (%v)", command, structured(t, res), err)
-		}
-		return h.ID
+	p := newPage(t, setup{runtime: []actors.Option{actors.WithGlobalLimit(2), actors.WithQueue(1)}})
+	p.register(t, "mcp-1")
+	p.register(t, "mcp-2")
+	build := p.startBash(t, "mcp-1", "seq 200", "")
+	p.wait(t, build, "mcp-1")
+	exit2 := p.startBash(t, "mcp-1", "echo 'error: missing file'; exit 2", "")
+	p.wait(t, exit2, "mcp-1")
+	killed := p.startBash(t, "mcp-1", "sleep 600", "")
+	p.kill(t, killed, "mcp-1")
+	p.wait(t, killed, "mcp-1")
+	server := p.startBash(t, "mcp-1", "echo listening; sleep 600", "")
+	other := p.startBash(t, "mcp-2", "sleep 600", "")
+	queued := p.startBash(t, "mcp-2", "echo later", "")
+	if err := p.rt.Tasks().Watch(bg, server, "mcp-1", "ERROR", actors.WatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	wait := func(c *client, id messages.TaskID) {
-		t.Helper()
-		c.call(t, "task_output", map[string]any{"task_id": id, "wait": true, "timeout_ms": 60000})
-	}
-	build := start(c1, "seq 200")
-	wait(c1, build)
-	exit2 := start(c1, "echo 'error: missing file'; exit 2")
-	wait(c1, exit2)
-	killed := start(c1, "sleep 600")
-	c1.call(t, "task_kill", map[string]any{"task_id": killed})
-	wait(c1, killed)
-	server := start(c1, "echo listening; sleep 600")
-	other := start(c2, "sleep 600")
-	queued := start(c2, "echo later")
-	c1.call(t, "task_watch", map[string]any{"task_id": server, "pattern": "ERROR"})
 
 	ctx := browser(t, exe)
-	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("operator:"+testToken))
-	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(hs.URL+"/"),
-		chromedp.WaitVisible(`body[data-state="live"]`),
+	openPage(t, ctx, p,
 		chromedp.WaitVisible(row(build, "completed")),
 		chromedp.WaitVisible(row(exit2, "completed")),
 		chromedp.WaitVisible(row(killed, "killed")),
 		chromedp.WaitVisible(row(server, "running")),
 		chromedp.WaitVisible(row(other, "running")),
 		chromedp.WaitVisible(row(queued, "queued")),
-	); err != nil {
-		dump(t, ctx)
-		t.Fatalf("loading the page: %v", err)
-	}
+	)
 	cell := func(id messages.TaskID, sel string) string {
 		return jsText(t, ctx, fmt.Sprintf(`document.querySelector('tr[data-task=%q] %s').textContent`, id, sel))
 	}
