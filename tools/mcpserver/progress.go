@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/taskrt/taskrt/messages"
@@ -46,13 +47,20 @@ func (r runner) Run(ctx context.Context, c bash.Command, timeout time.Duration) 
 		line string
 	}
 	latest := make(chan progress, 1)
+	var ended atomic.Bool // the command ended: a report still queued goes nowhere
 	var sender sync.WaitGroup
 	sender.Go(func() {
 		for p := range latest {
-			report(p.n, p.line)
+			// A report that comes after the command ended would reach the client
+			// around the call's own result, whose progress token it may have
+			// forgotten by then (Claude Code logs it as unknown).
+			if !ended.Load() {
+				report(p.n, p.line)
+			}
 		}
 	})
 	defer func() {
+		ended.Store(true)
 		close(latest)
 		sender.Wait()
 	}()
