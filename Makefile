@@ -30,7 +30,7 @@ mcp-transcript: ## a real stdio session with the built MCP server, as JSON-RPC l
 	@cat bin/mcp-transcript.txt
 
 live-page: ## retake docs/mcp.md's screenshot of the live page (needs Chromium)
-	$(GO) test -count=1 -run 'TestPageInBrowser$$' ./tools/mcpserver -screenshot $(CURDIR)/docs/live-page.png
+	$(GO) test -count=1 -run 'TestPageInBrowser$$' ./tools/mcpserver/livepage -screenshot $(CURDIR)/docs/live-page.png
 
 test: lint ## vet, gofmt check, and the race-enabled test suite (TESTFLAGS adds go test flags), then the adapters
 	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)

@@ -82,7 +82,7 @@ func followTasks(t *testing.T, events *stream, owner string, n int, started func
 	return h
 }
 
-func TestEventsInOrder(t *testing.T) {
+func TestPageEventsInOrder(t *testing.T) {
 	p := newPage(t, setup{})
 	events := p.open(t, livepage.EventsPath)
 	snap := decode[wireSnapshot](t, events.next(t), "snapshot")
@@ -172,7 +172,7 @@ func TestEventsInOrder(t *testing.T) {
 	})
 }
 
-func TestSnapshotOrder(t *testing.T) {
+func TestPageSnapshotOrder(t *testing.T) {
 	p := newPage(t, setup{})
 	for _, id := range []messages.AgentID{"b", "a", "c"} {
 		p.register(t, id)
@@ -260,7 +260,7 @@ func (w *gatedWriter) Write(b []byte) (int, error) {
 
 func (w *gatedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func TestEventsOverflow(t *testing.T) {
+func TestPageEventsOverflow(t *testing.T) {
 	const buffer = 4
 	g := newGate()
 	p := newPage(t, setup{page: []livepage.Option{livepage.WithEventBuffer(buffer)}, wrap: g.wrap})
@@ -325,7 +325,7 @@ func TestEventsOverflow(t *testing.T) {
 	}
 }
 
-func TestTail(t *testing.T) {
+func TestPageTail(t *testing.T) {
 	p := newPage(t, setup{})
 	p.register(t, "a1")
 	tasks := p.rt.Tasks()
@@ -475,7 +475,7 @@ func testTailMissed(t *testing.T, p *page) {
 	}
 }
 
-func TestTailOfBash(t *testing.T) {
+func TestPageTailOfBash(t *testing.T) {
 	p := newPage(t, setup{})
 	p.register(t, "a1")
 	// One fifo per line: a fifo written and closed twice could meet one open.
@@ -497,7 +497,7 @@ func TestTailOfBash(t *testing.T) {
 	}
 }
 
-func TestTailEnds(t *testing.T) {
+func TestPageTailEnds(t *testing.T) {
 	p := newPage(t, setup{runtime: []actors.Option{actors.WithRetention(1)}})
 	p.register(t, "a1")
 	tasks := p.rt.Tasks()
@@ -549,7 +549,7 @@ func TestTailEnds(t *testing.T) {
 	})
 }
 
-func TestRefusals(t *testing.T) {
+func TestPageRefusals(t *testing.T) {
 	p := newPage(t, setup{})
 	p.register(t, "a1")
 	ft := fake.New(true)
