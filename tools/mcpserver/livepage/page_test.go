@@ -82,6 +82,25 @@ func followTasks(t *testing.T, events *stream, owner string, n int, started func
 	return h
 }
 
+// startAtOnce starts the commands as bash tasks of owner, concurrently.
+func (p *page) startAtOnce(t *testing.T, owner messages.AgentID, commands ...string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(commands))
+	for _, cmd := range commands {
+		wg.Go(func() {
+			_, err := p.rt.Tasks().Start(bg, p.bash.Spec(owner, bash.Command{Command: cmd}))
+			errs <- err
+		})
+	}
+	wg.Wait()
+	for range commands {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestPageEventsInOrder(t *testing.T) {
 	p := newPage(t, setup{})
 	events := p.open(t, livepage.EventsPath)
@@ -98,20 +117,7 @@ func TestPageEventsInOrder(t *testing.T) {
 	// Three tasks at once: one held on the fifo and killed, one that prints and
 	// completes, one that fails.
 	held := "read l < " + path + "; echo never"
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for _, cmd := range []string{held, "echo out; echo more", "exit 3"} {
-		wg.Go(func() {
-			_, err := p.rt.Tasks().Start(bg, p.bash.Spec("a1", bash.Command{Command: cmd}))
-			errs <- err
-		})
-	}
-	wg.Wait()
-	for range 3 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	p.startAtOnce(t, "a1", held, "echo out; echo more", "exit 3")
 	h := followTasks(t, events, "a1", 3, func(task wireTask) {
 		if task.Label == held {
 			p.kill(t, messages.TaskID(task.ID), "a1")
