@@ -100,7 +100,8 @@
 // # The live page
 //
 // PageHandler serves an operator's page (taskrt-mcp -http ADDR -ui mounts it at
-// "/"): every session's owner with its tasks, their status and age, and a live
+// "/"; package livepage holds it, over the runtime and the owners the Server
+// lists): every owner with its tasks, their status and age, and a live
 // tail of a selected task's output, fed over Server-Sent Events by the runtime's
 // event stream (Runtime.Subscribe) and observer reads (Tasks.Peek). It sees every
 // session — that is the embedder's decision, not a model's — but it is read-only:
