@@ -12,27 +12,28 @@ import (
 	"github.com/taskrt/taskrt/tools"
 )
 
-// DefaultMaxSteps bounds the model steps of one turn.
-const DefaultMaxSteps = 64
+// defaultMaxSteps bounds the model steps of one turn.
+const defaultMaxSteps = 64
 
-// Caller executes a tool call for an agent: tools.Set satisfies it, and so does Sim.
-type Caller interface {
+// caller executes a tool call for an agent: tools.Set satisfies it, and so does Sim.
+type caller interface {
 	Call(ctx context.Context, caller messages.AgentID, name string, args json.RawMessage) tools.Result
 }
 
-// Agent is the agent loop of one agent session. Registering and disposing the agent
-// with the runtime is the caller's business (Sim.Register, Sim.Dispose); Agent only
-// runs turns, always calling tools as ID, so the agent owns the tasks it starts.
+// Agent is the agent loop of one agent session; Sim.Agent makes one. Registering and
+// disposing the agent with the runtime is the Sim's business (Sim.Register,
+// Sim.Dispose); Agent only runs turns, always calling tools as its agent, so the
+// agent owns the tasks it starts.
 type Agent struct {
-	ID       messages.AgentID
-	Session  *Session
-	Model    Model
-	Tools    Caller
-	MaxSteps int // per turn; <= 0 means DefaultMaxSteps
-	// Progress, when set, receives one line per step of the turn — the model's
+	id       messages.AgentID
+	session  *Session
+	model    Model
+	tools    caller
+	maxSteps int // per turn; <= 0 means defaultMaxSteps
+	// progress, when set, receives one line per step of the turn — the model's
 	// commentary ("says: …"), each tool call ("→ bash {…}") and result ("← bash …") —
 	// for a sub-agent's parent to see where it is (subagent.Request.Progress).
-	Progress io.Writer
+	progress io.Writer
 }
 
 // Turn runs one turn: it appends prompt as a user entry, then asks the model for
@@ -41,15 +42,16 @@ type Agent struct {
 // meanwhile are in the session for the model's next step.
 //
 // The turn ends with the model's final answer and stop reason; with StopError when
-// the model fails or the step limit is reached; or with StopAborted (detail: the
-// context's cause) when ctx ends, with the latest commentary as partial output. The
-// final assistant entry records how it ended. Turn does not touch the agent's tasks:
-// background work goes on after the turn, until the agent is disposed.
+// the model fails or the step limit (64 steps) is reached; or with StopAborted
+// (detail: the context's cause) when ctx ends, with the latest commentary as partial
+// output. The final assistant entry records how it ended. Turn does not touch the
+// agent's tasks: background work goes on after the turn, until the agent is
+// disposed.
 func (a *Agent) Turn(ctx context.Context, prompt string) subagent.Result {
-	a.Session.Append(Entry{Kind: EntryUser, Text: prompt})
-	limit := a.MaxSteps
+	a.session.append(Entry{Kind: entryUser, Text: prompt})
+	limit := a.maxSteps
 	if limit <= 0 {
-		limit = DefaultMaxSteps
+		limit = defaultMaxSteps
 	}
 	var partial string
 	for step := 0; ; step++ {
@@ -74,16 +76,16 @@ func (a *Agent) Turn(ctx context.Context, prompt string) subagent.Result {
 			return a.end(subagent.Result{Stop: stop, Output: st.Text})
 		}
 		if st.Text != "" {
-			a.Session.Append(Entry{Kind: EntryAssistant, Text: st.Text})
+			a.session.append(Entry{Kind: entryAssistant, Text: st.Text})
 			a.report("says: " + st.Text)
 			partial = st.Text
 		}
 		for _, c := range st.Calls {
-			a.Session.Append(Entry{Kind: EntryToolCall, Tool: c.Tool, Args: c.Args})
+			a.session.append(Entry{Kind: entryToolCall, Tool: c.Tool, Args: c.Args})
 			a.report("→ " + c.Tool + " " + string(c.Args))
 		}
 		for i, r := range a.execute(ctx, st.Calls) {
-			a.Session.Append(Entry{Kind: EntryToolResult, Tool: st.Calls[i].Tool, Text: r.Text, Data: r.Data, IsError: r.IsError})
+			a.session.append(Entry{Kind: entryToolResult, Tool: st.Calls[i].Tool, Text: r.Text, Data: r.Data, IsError: r.IsError})
 			a.report("← " + st.Calls[i].Tool + " " + r.Text)
 		}
 	}
@@ -91,26 +93,26 @@ func (a *Agent) Turn(ctx context.Context, prompt string) subagent.Result {
 
 // report writes one progress line (on one line, cut to tools.MaxLabel runes).
 func (a *Agent) report(line string) {
-	if a.Progress != nil {
-		_, _ = io.WriteString(a.Progress, tools.Label(line)+"\n")
+	if a.progress != nil {
+		_, _ = io.WriteString(a.progress, tools.Label(line)+"\n")
 	}
 }
 
 // nextStep asks the model, turning a panic into an error.
 func (a *Agent) nextStep(ctx context.Context) (Step, error) {
-	return messages.ContainValue("model", func() (Step, error) { return a.Model.Next(ctx, a.Session) })
+	return messages.ContainValue("model", func() (Step, error) { return a.model.Next(ctx, a.session) })
 }
 
 // execute runs the calls concurrently and returns their results in call order.
 func (a *Agent) execute(ctx context.Context, calls []ToolCall) []tools.Result {
 	out := make([]tools.Result, len(calls))
 	if len(calls) == 1 {
-		out[0] = a.Tools.Call(ctx, a.ID, calls[0].Tool, calls[0].Args)
+		out[0] = a.tools.Call(ctx, a.id, calls[0].Tool, calls[0].Args)
 		return out
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		wg.Go(func() { out[i] = a.Tools.Call(ctx, a.ID, c.Tool, c.Args) })
+		wg.Go(func() { out[i] = a.tools.Call(ctx, a.id, c.Tool, c.Args) })
 	}
 	wg.Wait()
 	return out
@@ -118,7 +120,7 @@ func (a *Agent) execute(ctx context.Context, calls []ToolCall) []tools.Result {
 
 // end appends the final assistant entry and returns r.
 func (a *Agent) end(r subagent.Result) subagent.Result {
-	a.Session.Append(Entry{Kind: EntryAssistant, Text: r.Output, Final: true, Stop: r.Stop, Detail: r.Detail})
+	a.session.append(Entry{Kind: entryAssistant, Text: r.Output, Final: true, Stop: r.Stop, Detail: r.Detail})
 	return r
 }
 

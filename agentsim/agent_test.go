@@ -1,4 +1,4 @@
-package agentsim_test
+package agentsim
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/subagent"
 	"github.com/taskrt/taskrt/tools"
@@ -38,13 +37,13 @@ func (f *fakeTools) Call(ctx context.Context, caller messages.AgentID, name stri
 }
 
 // steps is a model that returns the given steps in order.
-func steps(ss ...agentsim.Step) agentsim.Model {
+func steps(ss ...Step) Model {
 	var mu sync.Mutex
-	return agentsim.ModelFunc(func(context.Context, *agentsim.Session) (agentsim.Step, error) {
+	return modelFunc(func(context.Context, *Session) (Step, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(ss) == 0 {
-			return agentsim.Step{}, errors.New("no more steps")
+			return Step{}, errors.New("no more steps")
 		}
 		s := ss[0]
 		ss = ss[1:]
@@ -52,14 +51,14 @@ func steps(ss ...agentsim.Step) agentsim.Model {
 	})
 }
 
-func tc(tool string) agentsim.ToolCall {
-	return agentsim.ToolCall{Tool: tool, Args: json.RawMessage(`{}`)}
+func tc(tool string) ToolCall {
+	return ToolCall{Tool: tool, Args: json.RawMessage(`{}`)}
 }
 
-func kinds(es []agentsim.Entry) string {
+func kinds(es []Entry) string {
 	var parts []string
 	for _, e := range es {
-		p := string(e.Kind)
+		p := e.Kind
 		if e.Tool != "" {
 			p += ":" + e.Tool
 		}
@@ -74,11 +73,11 @@ func TestTurn(t *testing.T) {
 		second := make(chan struct{})
 		ft := &fakeTools{block: map[string]chan struct{}{"first": second}}
 		model := steps(
-			agentsim.Step{Text: "two at once", Calls: []agentsim.ToolCall{tc("first"), tc("second")}},
-			agentsim.Step{Text: "done"},
+			Step{Text: "two at once", Calls: []ToolCall{tc("first"), tc("second")}},
+			Step{Text: "done"},
 		)
-		a := &agentsim.Agent{ID: "a1", Session: agentsim.NewSession("a1", nil), Model: model,
-			Tools: callerFunc(func(ctx context.Context, caller messages.AgentID, name string, args json.RawMessage) tools.Result {
+		a := &Agent{id: "a1", session: newSession("a1", nil), model: model,
+			tools: callerFunc(func(ctx context.Context, caller messages.AgentID, name string, args json.RawMessage) tools.Result {
 				r := ft.Call(ctx, caller, name, args)
 				if name == "second" {
 					close(second)
@@ -90,7 +89,7 @@ func TestTurn(t *testing.T) {
 			t.Errorf("result = %+v", res)
 		}
 		want := "user assistant tool_call:first tool_call:second tool_result:first tool_result:second assistant"
-		if got := kinds(a.Session.Entries()); got != want {
+		if got := kinds(a.session.Entries()); got != want {
 			t.Errorf("transcript = %s, want %s", got, want)
 		}
 		for _, c := range ft.callers {
@@ -100,22 +99,22 @@ func TestTurn(t *testing.T) {
 		}
 	})
 	t.Run("notices injected between steps are seen on the next step", func(t *testing.T) {
-		sess := agentsim.NewSession("a1", nil)
+		sess := newSession("a1", nil)
 		var seen []string
 		n := 0
-		model := agentsim.ModelFunc(func(_ context.Context, s *agentsim.Session) (agentsim.Step, error) {
+		model := modelFunc(func(_ context.Context, s *Session) (Step, error) {
 			n++
 			if n == 1 {
-				return agentsim.Step{Calls: []agentsim.ToolCall{tc("notify")}}, nil
+				return Step{Calls: []ToolCall{tc("notify")}}, nil
 			}
-			seen = s.Notices()
-			return agentsim.Step{Text: "ok"}, nil
+			seen = s.noticeTexts()
+			return Step{Text: "ok"}, nil
 		})
 		inject := callerFunc(func(ctx context.Context, _ messages.AgentID, _ string, _ json.RawMessage) tools.Result {
-			_ = sess.Inject(ctx, "background task bash-1 finished")
+			_ = sess.inject(ctx, "background task bash-1 finished")
 			return tools.Result{Text: "done"}
 		})
-		a := &agentsim.Agent{ID: "a1", Session: sess, Model: model, Tools: inject}
+		a := &Agent{id: "a1", session: sess, model: model, tools: inject}
 		a.Turn(context.Background(), "go")
 		if len(seen) != 1 || seen[0] != "background task bash-1 finished" {
 			t.Errorf("model saw notices %q", seen)
@@ -124,23 +123,23 @@ func TestTurn(t *testing.T) {
 	t.Run("stop reasons", func(t *testing.T) {
 		tests := []struct {
 			name  string
-			model agentsim.Model
+			model Model
 			want  subagent.Result
 		}{
-			{"final answer defaults to completed", steps(agentsim.Step{Text: "x"}), subagent.Result{Stop: "completed", Output: "x"}},
-			{"a stop reason is kept", steps(agentsim.Step{Text: "cut", Stop: subagent.StopMaxTokens}), subagent.Result{Stop: "max-tokens", Output: "cut"}},
-			{"a model error is stop error with detail", steps(agentsim.Step{Text: "thinking", Calls: []agentsim.ToolCall{tc("t")}}),
+			{"final answer defaults to completed", steps(Step{Text: "x"}), subagent.Result{Stop: "completed", Output: "x"}},
+			{"a stop reason is kept", steps(Step{Text: "cut", Stop: subagent.StopMaxTokens}), subagent.Result{Stop: "max-tokens", Output: "cut"}},
+			{"a model error is stop error with detail", steps(Step{Text: "thinking", Calls: []ToolCall{tc("t")}}),
 				subagent.Result{Stop: "error", Output: "thinking", Detail: "no more steps"}},
-			{"a model panic is stop error", agentsim.ModelFunc(func(context.Context, *agentsim.Session) (agentsim.Step, error) { panic("boom") }),
+			{"a model panic is stop error", modelFunc(func(context.Context, *Session) (Step, error) { panic("boom") }),
 				subagent.Result{Stop: "error", Detail: "model panicked: boom"}},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				a := &agentsim.Agent{ID: "a1", Session: agentsim.NewSession("a1", nil), Model: tc.model, Tools: &fakeTools{}}
+				a := &Agent{id: "a1", session: newSession("a1", nil), model: tc.model, tools: &fakeTools{}}
 				if got := a.Turn(context.Background(), "go"); got != tc.want {
 					t.Errorf("Turn = %+v, want %+v", got, tc.want)
 				}
-				last := a.Session.Entries()[a.Session.Len()-1]
+				last := a.session.Entries()[a.session.size()-1]
 				if !last.Final || last.Stop != tc.want.Stop {
 					t.Errorf("last entry = %+v, want the final %s entry", last, tc.want.Stop)
 				}
@@ -148,10 +147,10 @@ func TestTurn(t *testing.T) {
 		}
 	})
 	t.Run("step limit", func(t *testing.T) {
-		loop := agentsim.ModelFunc(func(context.Context, *agentsim.Session) (agentsim.Step, error) {
-			return agentsim.Step{Calls: []agentsim.ToolCall{tc("t")}}, nil
+		loop := modelFunc(func(context.Context, *Session) (Step, error) {
+			return Step{Calls: []ToolCall{tc("t")}}, nil
 		})
-		a := &agentsim.Agent{ID: "a1", Session: agentsim.NewSession("a1", nil), Model: loop, Tools: &fakeTools{}, MaxSteps: 3}
+		a := &Agent{id: "a1", session: newSession("a1", nil), model: loop, tools: &fakeTools{}, maxSteps: 3}
 		if got := a.Turn(context.Background(), "go"); got.Stop != "error" || got.Detail != "step limit reached (3 steps)" {
 			t.Errorf("Turn = %+v", got)
 		}
@@ -160,12 +159,12 @@ func TestTurn(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		block := make(chan struct{})
 		ft := &fakeTools{block: map[string]chan struct{}{"slow": block}}
-		model := steps(agentsim.Step{Text: "half done", Calls: []agentsim.ToolCall{tc("slow")}})
-		a := &agentsim.Agent{ID: "a1", Session: agentsim.NewSession("a1", func(e agentsim.Entry) {
-			if e.Kind == agentsim.EntryToolCall {
+		model := steps(Step{Text: "half done", Calls: []ToolCall{tc("slow")}})
+		a := &Agent{id: "a1", session: newSession("a1", func(e Entry) {
+			if e.Kind == entryToolCall {
 				cancel(fmt.Errorf("user pressed stop"))
 			}
-		}), Model: model, Tools: ft}
+		}), model: model, tools: ft}
 		got := a.Turn(ctx, "go")
 		want := subagent.Result{Stop: subagent.StopAborted, Output: "half done", Detail: "user pressed stop"}
 		if got != want {
@@ -182,19 +181,19 @@ func (f callerFunc) Call(ctx context.Context, caller messages.AgentID, name stri
 
 func TestSessionIsSafeForConcurrentUse(t *testing.T) {
 	var observed sync.Map
-	s := agentsim.NewSession("a1", func(e agentsim.Entry) { observed.Store(e.Seq, e.Kind) })
+	s := newSession("a1", func(e Entry) { observed.Store(e.Seq, e.Kind) })
 	var wg sync.WaitGroup
 	for i := range 50 {
-		wg.Go(func() { _ = s.Inject(context.Background(), fmt.Sprintf("notice %d", i)) })
-		wg.Go(func() { s.Append(agentsim.Entry{Kind: agentsim.EntryAssistant, Text: "x"}) })
+		wg.Go(func() { _ = s.inject(context.Background(), fmt.Sprintf("notice %d", i)) })
+		wg.Go(func() { s.append(Entry{Kind: entryAssistant, Text: "x"}) })
 		wg.Go(func() { _ = s.Entries() })
 	}
-	if err := s.WaitNotices(ctxT(t), 50); err != nil {
+	if err := s.waitNotices(ctxT(t), 50); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	if s.Len() != 100 || len(s.Notices()) != 50 {
-		t.Errorf("len = %d, notices = %d; want 100, 50", s.Len(), len(s.Notices()))
+	if s.size() != 100 || len(s.noticeTexts()) != 50 {
+		t.Errorf("len = %d, notices = %d; want 100, 50", s.size(), len(s.noticeTexts()))
 	}
 	for i, e := range s.Entries() {
 		if e.Seq != i || e.Agent != "a1" {
@@ -204,12 +203,12 @@ func TestSessionIsSafeForConcurrentUse(t *testing.T) {
 			t.Errorf("observer missed entry %d", i)
 		}
 	}
-	if got := len(s.Since(98)); got != 2 {
-		t.Errorf("Since(98) has %d entries, want 2", got)
+	if got := len(s.since(98)); got != 2 {
+		t.Errorf("since(98) has %d entries, want 2", got)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.WaitNotices(ctx, 51); !errors.Is(err, context.Canceled) {
-		t.Errorf("WaitNotices on a cancelled context = %v", err)
+	if err := s.waitNotices(ctx, 51); !errors.Is(err, context.Canceled) {
+		t.Errorf("waitNotices on a cancelled context = %v", err)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/taskrt/taskrt/producers/subagent"
 )
 
-// BuiltinModels returns the scripted models every Sim knows, so that scripts and
+// builtinModels returns the scripted models every Sim knows, so that scripts and
 // scenarios can start sub-agents without defining models of their own. A scenario's
 // model of the same name replaces a built-in one.
 //
@@ -17,20 +17,20 @@ import (
 //	max-tokens  answers "(truncated)" with stop reason max-tokens
 //	refusal     answers "I can't help with that." with stop reason refusal
 //	hang        never answers; it ends only when its run is cancelled
-func BuiltinModels() map[string]ModelScript {
+func builtinModels() map[string]modelScript {
 	answer := func(s string) *string { return &s }
-	return map[string]ModelScript{
-		"echo": {Steps: []ScriptStep{{Answer: answer("${prompt}")}}},
-		"bash": {Steps: []ScriptStep{
-			{Call: &ScriptCall{Tool: "bash", Save: "job",
+	return map[string]modelScript{
+		"echo": {Steps: []scriptStep{{Answer: answer("${prompt}")}}},
+		"bash": {Steps: []scriptStep{
+			{Call: &scriptCall{Tool: "bash", Save: "job",
 				Args: json.RawMessage(`{"command":"${prompt}","run_in_background":true}`)}},
-			{Call: &ScriptCall{Tool: "task_output",
+			{Call: &scriptCall{Tool: "task_output",
 				Args: json.RawMessage(`{"task_id":"${job}","wait":true,"timeout_ms":600000}`)}},
 			{Answer: answer("${result}")},
 		}},
-		"error":      {Steps: []ScriptStep{{Fail: "simulated model failure"}}},
-		"max-tokens": {Steps: []ScriptStep{{Answer: answer("(truncated)"), Stop: subagent.StopMaxTokens}}},
-		"refusal":    {Steps: []ScriptStep{{Answer: answer("I can't help with that."), Stop: subagent.StopRefusal}}},
-		"hang":       {Steps: []ScriptStep{{Await: NeverGate, Answer: answer("")}}},
+		"error":      {Steps: []scriptStep{{Fail: "simulated model failure"}}},
+		"max-tokens": {Steps: []scriptStep{{Answer: answer("(truncated)"), Stop: subagent.StopMaxTokens}}},
+		"refusal":    {Steps: []scriptStep{{Answer: answer("I can't help with that."), Stop: subagent.StopRefusal}}},
+		"hang":       {Steps: []scriptStep{{Await: neverGate, Answer: answer("")}}},
 	}
 }

@@ -49,10 +49,7 @@ func TestAnExpectationNamesATaskByIDOrByKindAndOwner(t *testing.T) {
 // The order rule of three-levels.json holds whichever of its two sub-agents got
 // subagent-1: the expectations name them by owner.
 func TestThreeLevelsExpectationsHoldForEitherIDOrder(t *testing.T) {
-	sc, err := LoadScenario("scenarios/three-levels.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc := loadScenario(t, "scenarios/three-levels.json")
 	for _, level2 := range []messages.TaskID{"subagent-1", "subagent-2"} {
 		level3 := map[messages.TaskID]messages.TaskID{"subagent-1": "subagent-2", "subagent-2": "subagent-1"}[level2]
 		t.Run("level 2 is "+string(level2), func(t *testing.T) {
@@ -66,7 +63,7 @@ func TestThreeLevelsExpectationsHoldForEitherIDOrder(t *testing.T) {
 				killed(level2, "subagent", "a1", "aborted: owner disposed"),
 				killed("bash-1", "bash", "a1", "signal: SIGTERM"),
 			}}
-			e := sc.Expect
+			e := sc.spec.Expect
 			e.Stops, e.Statuses, e.Notices, e.ModelCalls, e.Transcript = nil, nil, nil, nil, nil
 			if got := e.check(r); len(got) != 0 {
 				t.Errorf("unmet: %v", got)

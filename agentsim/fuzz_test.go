@@ -34,10 +34,10 @@ func FuzzParseScenario(f *testing.F) {
 			}
 			return
 		}
-		if err := sc.Validate(); err != nil {
+		if err := sc.validate(); err != nil {
 			t.Fatalf("a parsed scenario does not validate: %v", err)
 		}
-		enc, err := json.Marshal(sc)
+		enc, err := json.Marshal(scenarioFile{sc, sc.spec})
 		if err != nil {
 			t.Fatalf("encoding a parsed scenario: %v", err)
 		}
@@ -45,7 +45,7 @@ func FuzzParseScenario(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a parsed scenario, encoded, does not parse: %v\n%s", err, enc)
 		}
-		enc2, err := json.Marshal(again)
+		enc2, err := json.Marshal(scenarioFile{again, again.spec})
 		if err != nil {
 			t.Fatalf("encoding the scenario again: %v", err)
 		}
@@ -97,7 +97,7 @@ func FuzzRunScript(f *testing.F) {
 	opts := []Option{
 		WithRuntimeOptions(actors.WithActorSystem(sys)),
 		WithBashOptions(bash.WithShell(fuzzShell), bash.WithOutput(output.WithSpillDir(f.TempDir())), bash.WithoutGrace()),
-		WithScript("hang", ModelScript{Steps: []ScriptStep{{Answer: &answer}}}),
+		withScript("hang", modelScript{Steps: []scriptStep{{Answer: &answer}}}),
 	}
 	f.Fuzz(func(t *testing.T, script []byte) {
 		if len(script) > fuzzMaxScript || slowScript(script) {
@@ -122,7 +122,7 @@ func FuzzRunScript(f *testing.F) {
 			t.Fatalf("run: %v; close: %v", runErr, closeErr)
 		}
 		checkScriptOutput(t, scriptLines(script), out.String())
-		if st := sim.Stats(); !st.Zero() {
+		if st := sim.stats(); st != (Stats{}) {
 			t.Errorf("Sim stats after Close = %+v, want zero", st)
 		}
 		if st := sim.Runtime().Stats(); st.Tasks != 0 || st.Running != 0 || st.Agents != 0 || st.Actors != 0 || st.Abandoned != 0 {
@@ -139,12 +139,12 @@ func fuzzing() bool {
 }
 
 // scriptLines splits a script the way runScript does: its lines, trimmed, blank ones
-// dropped (a line longer than MaxScriptLine is kept, as nil: it is answered with an
+// dropped (a line longer than maxScriptLine is kept, as nil: it is answered with an
 // error).
 func scriptLines(script []byte) [][]byte {
 	var lines [][]byte
 	for l := range bytes.Lines(script) {
-		if len(bytes.TrimSuffix(l, []byte("\n"))) > MaxScriptLine {
+		if len(bytes.TrimSuffix(l, []byte("\n"))) > maxScriptLine {
 			lines = append(lines, nil)
 			continue
 		}
@@ -172,7 +172,7 @@ func slowScript(script []byte) bool {
 		}
 		// Only what would really block: out-of-range values are rejected at once.
 		inRange := func(ms *int64, least int64) bool {
-			return ms != nil && *ms >= least && *ms <= MaxScriptDuration.Milliseconds()
+			return ms != nil && *ms >= least && *ms <= maxScriptDuration.Milliseconds()
 		}
 		switch {
 		case l.Op == "sleep" && inRange(l.MS, 0) && *l.MS > fuzzMaxWait:

@@ -25,15 +25,10 @@ type Child struct {
 	Dispose func(ctx context.Context) error
 }
 
-// RegisterFunc registers req.Child — as a child agent of req.Parent when that is set,
-// so that disposing the parent disposes the child — and returns the Child to run. An
-// error means nothing was registered; it fails the launch.
-type RegisterFunc func(ctx context.Context, req subagent.Request) (Child, error)
-
 // Launcher is the sub-agent run adapter: a subagent.Launcher that registers each
-// child through a RegisterFunc and runs it on a goroutine it owns, so that a harness
-// writes only what its children do. The simulator (Sim), the stress command and the
-// soak command all launch their sub-agents through it.
+// child through a register function and runs it on a goroutine it owns, so that a
+// harness writes only what its children do. The simulator (Sim), the stress command
+// and the soak command all launch their sub-agents through it.
 //
 // What it guarantees, for the subagent producer's contract: Launch returns at once
 // (the run is not tied to Launch's context); Cancel is idempotent, never blocks, and
@@ -43,7 +38,7 @@ type RegisterFunc func(ctx context.Context, req subagent.Request) (Child, error)
 //
 // A Launcher is safe for concurrent use. Create it with NewLauncher.
 type Launcher struct {
-	register RegisterFunc
+	register func(ctx context.Context, req subagent.Request) (Child, error)
 
 	runs sync.WaitGroup // one per launch in progress or run goroutine; Close waits
 
@@ -53,8 +48,11 @@ type Launcher struct {
 	reason string // Close's reason
 }
 
-// NewLauncher returns a Launcher that registers children with register.
-func NewLauncher(register RegisterFunc) *Launcher {
+// NewLauncher returns a Launcher that registers children with register: it
+// registers req.Child — as a child agent of req.Parent when that is set, so that
+// disposing the parent disposes the child — and returns the Child to run. An error
+// means nothing was registered; it fails the launch.
+func NewLauncher(register func(ctx context.Context, req subagent.Request) (Child, error)) *Launcher {
 	return &Launcher{register: register, live: map[*childRun]struct{}{}}
 }
 

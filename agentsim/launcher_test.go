@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/agentsim"
@@ -26,9 +27,9 @@ func newRuntime(t *testing.T) *actors.Runtime {
 	return rt
 }
 
-// registerOn is a RegisterFunc on rt whose children run run and dispose through the
-// runtime.
-func registerOn(rt *actors.Runtime, run func(ctx context.Context, req subagent.Request) subagent.Result) agentsim.RegisterFunc {
+// registerOn is a register function on rt whose children run run and dispose through
+// the runtime.
+func registerOn(rt *actors.Runtime, run func(ctx context.Context, req subagent.Request) subagent.Result) func(context.Context, subagent.Request) (agentsim.Child, error) {
 	return func(ctx context.Context, req subagent.Request) (agentsim.Child, error) {
 		var opts []actors.AgentOption
 		if req.Parent != "" {
@@ -51,7 +52,7 @@ func untilCancelled(ctx context.Context, _ subagent.Request) subagent.Result {
 }
 
 func TestLauncher(t *testing.T) {
-	ctx := ctxT(t)
+	ctx := testContext(t)
 	t.Run("a run answers Wait, as often as asked", func(t *testing.T) {
 		rt := newRuntime(t)
 		l := agentsim.NewLauncher(registerOn(rt, func(_ context.Context, req subagent.Request) subagent.Result {
@@ -173,4 +174,12 @@ func TestLauncher(t *testing.T) {
 			t.Errorf("Close = %v", err)
 		}
 	})
+}
+
+// testContext is a context that ends with the test, or after a minute: a test that
+// hits that bound has found a hang, not a slow machine.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -1,4 +1,4 @@
-package agentsim_test
+package agentsim
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/taskrt/taskrt/agentsim"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -16,11 +14,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // found a hang, not a slow machine.
 const bound = time.Minute
 
-// newSim builds a Sim and registers its teardown: Close, then the quiescence check
-// (no live task, agent, actor or bash process of this Sim).
-func newSim(t *testing.T, opts ...agentsim.Option) *agentsim.Sim {
+// newSim builds a Sim and registers its teardown: Close, which checks quiescence (no
+// live task, agent, actor or bash process of this Sim), and the runtime's own count.
+func newSim(t *testing.T, opts ...Option) *Sim {
 	t.Helper()
-	sim, err := agentsim.New(opts...)
+	sim, err := New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,9 +27,6 @@ func newSim(t *testing.T, opts ...agentsim.Option) *agentsim.Sim {
 		defer cancel()
 		if err := sim.Close(ctx); err != nil {
 			t.Errorf("Close: %v", err)
-		}
-		if st := sim.Stats(); !st.Zero() {
-			t.Errorf("Stats after Close = %+v, want all zero", st)
 		}
 		if st := sim.Runtime().Stats(); st.Tasks != 0 || st.Running != 0 || st.Agents != 0 || st.Actors != 0 {
 			t.Errorf("runtime Stats after Close = %+v, want zero", st)

@@ -7,7 +7,8 @@ import (
 	"github.com/taskrt/taskrt/producers/subagent"
 )
 
-// Model decides an agent's next step from its session.
+// Model decides an agent's next step from its session. Register one with a Sim by
+// name (WithModel); scripted models, which are data, come from ParseModels.
 type Model interface {
 	// Next returns the next step. The session holds everything so far: the prompt,
 	// earlier steps, tool results, and notices injected since the previous step.
@@ -35,8 +36,7 @@ type ToolCall struct {
 	Args json.RawMessage `json:"args"`
 }
 
-// ModelFunc adapts a function to Model.
-type ModelFunc func(ctx context.Context, s *Session) (Step, error)
+// modelFunc adapts a function to Model.
+type modelFunc func(ctx context.Context, s *Session) (Step, error)
 
-// Next calls f.
-func (f ModelFunc) Next(ctx context.Context, s *Session) (Step, error) { return f(ctx, s) }
+func (f modelFunc) Next(ctx context.Context, s *Session) (Step, error) { return f(ctx, s) }

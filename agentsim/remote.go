@@ -13,14 +13,14 @@ import (
 	"github.com/taskrt/taskrt/producers/remote"
 )
 
-// WorkerLease is the lease of the owner node and the workers of a scenario with
+// workerLease is the lease of the owner node and the workers of a scenario with
 // workers: short, so that a stopped worker is declared lost within about 2.5 s.
-const WorkerLease = 2 * time.Second
+const workerLease = 2 * time.Second
 
-// WorkerSpec is one worker of a scenario that runs its bash commands on workers
-// (Scenario.Workers). Gates let the models place work deterministically: a worker
+// workerSpec is one worker of a scenario that runs its bash commands on workers
+// (the scenario's "workers"). Gates let the models place work deterministically: a worker
 // that starts on a gate takes no work before it, and one that is full takes none.
-type WorkerSpec struct {
+type workerSpec struct {
 	Name     string `json:"name"`
 	MaxTasks int    `json:"max_tasks,omitempty"` // 0: remote.DefaultMaxTasks
 	// StartOn: start the worker when this gate opens ("" = before the agents run);
@@ -33,7 +33,7 @@ type WorkerSpec struct {
 	StopOn string `json:"stop_on,omitempty"`
 }
 
-func validateWorkers(ws []WorkerSpec) error {
+func validateWorkers(ws []workerSpec) error {
 	seen := map[string]bool{}
 	for i, w := range ws {
 		switch {
@@ -80,7 +80,7 @@ func startNodes() (*workerNodes, error) {
 		return nil, err
 	}
 	if n.onc, err = remote.Connect(n.srv.URL()); err == nil {
-		n.owner, err = remote.New(n.onc, remote.WithLease(WorkerLease))
+		n.owner, err = remote.New(n.onc, remote.WithLease(workerLease))
 	}
 	if err != nil {
 		n.close(context.Background())
@@ -91,7 +91,7 @@ func startNodes() (*workerNodes, error) {
 
 // play starts the workers (at once, or on their gates) and stops them on theirs,
 // until ctx ends.
-func (n *workerNodes) play(ctx context.Context, sim *Sim, specs []WorkerSpec) {
+func (n *workerNodes) play(ctx context.Context, sim *Sim, specs []workerSpec) {
 	if n == nil {
 		return
 	}
@@ -102,14 +102,14 @@ func (n *workerNodes) play(ctx context.Context, sim *Sim, specs []WorkerSpec) {
 			continue
 		}
 		n.wg.Go(func() {
-			if sim.Gates().Wait(ctx, spec.StartOn) == nil {
+			if sim.gates.wait(ctx, spec.StartOn) == nil {
 				n.start(spec, sim)
 			}
 		})
 	}
 }
 
-func (n *workerNodes) start(spec WorkerSpec, sim *Sim) {
+func (n *workerNodes) start(spec workerSpec, sim *Sim) {
 	fail := func(err error) {
 		n.mu.Lock()
 		n.failures = append(n.failures, fmt.Sprintf("worker %s: %v", spec.Name, err))
@@ -120,7 +120,7 @@ func (n *workerNodes) start(spec WorkerSpec, sim *Sim) {
 		fail(err)
 		return
 	}
-	w, err := remote.NewWorker(nc, remote.WithName(spec.Name), remote.WithLease(WorkerLease), remote.WithMaxTasks(spec.MaxTasks))
+	w, err := remote.NewWorker(nc, remote.WithName(spec.Name), remote.WithLease(workerLease), remote.WithMaxTasks(spec.MaxTasks))
 	if err != nil {
 		nc.Close()
 		fail(err)
@@ -130,11 +130,11 @@ func (n *workerNodes) start(spec WorkerSpec, sim *Sim) {
 	n.workers = append(n.workers, &workerNode{w: w, nc: nc})
 	n.mu.Unlock()
 	if spec.Ready != "" {
-		sim.Gates().Open(spec.Ready)
+		sim.gates.open(spec.Ready)
 	}
 	if spec.StopOn != "" {
 		n.wg.Go(func() {
-			if sim.Gates().Wait(n.ctx, spec.StopOn) == nil {
+			if sim.gates.wait(n.ctx, spec.StopOn) == nil {
 				nc.Close() // cut off: the worker fences itself, its lease lapses
 			}
 		})

@@ -8,29 +8,47 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/agentsim/internal/demo"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/subagent"
 	"github.com/taskrt/taskrt/tools"
 )
 
-// DefaultScenarioTimeout bounds a scenario that sets no timeout_ms.
-const DefaultScenarioTimeout = 60 * time.Second
+// defaultScenarioTimeout bounds a scenario that sets no timeout_ms.
+const defaultScenarioTimeout = 60 * time.Second
 
 // Scenario is a whole simulated session as data: the models, the agents and their
-// turns, and the expected outcome. README.md documents the format.
+// turns, and the expected outcome. README.md documents the format; ParseScenario
+// reads it. The fields are the settings a player may show or change before Play;
+// the rest of the file (models, agents, expectations, limits, workers) is data that
+// only Play reads.
 type Scenario struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
-	// TimeoutMS bounds the whole play; when it passes, every turn still running is
-	// aborted (and the expectations will say what did not happen). Default 60 s.
+	// TimeoutMS bounds the whole play in milliseconds; when it passes, every turn
+	// still running is aborted (and the expectations will say what did not happen).
+	// 0 means 60 s.
 	TimeoutMS int `json:"timeout_ms,omitempty"`
+
+	spec scenarioSpec // the rest of the file
+}
+
+// scenarioFile is a scenario file as encoding/json reads (and, in the fuzz test,
+// writes) it: the keys of Scenario's fields, then those of scenarioSpec, whose
+// exported fields encoding/json promotes although the type is unexported.
+type scenarioFile struct {
+	*Scenario
+	scenarioSpec
+}
+
+// scenarioSpec is the part of a scenario only Play reads.
+type scenarioSpec struct {
 	// OwnerLimit caps the running tasks of each owner (actors.WithOwnerLimit); 0
 	// keeps the runtime's default.
 	OwnerLimit int `json:"owner_limit,omitempty"`
@@ -43,50 +61,50 @@ type Scenario struct {
 	// DefaultModel is the model a subagent call without a model argument runs.
 	DefaultModel string `json:"default_model,omitempty"`
 	// Models are scripted models by name, for agents and sub-agents.
-	Models map[string]ModelScript `json:"models,omitempty"`
+	Models map[string]modelScript `json:"models,omitempty"`
 	// Workers, when set, run every bash command on workers over NATS: an embedded
 	// NATS server, these workers in this process, and the Sim as an owner node
-	// (see WorkerSpec).
-	Workers []WorkerSpec `json:"workers,omitempty"`
+	// (see workerSpec).
+	Workers []workerSpec `json:"workers,omitempty"`
 	// Agents are the top-level agents, registered in order and then run
 	// concurrently.
-	Agents []ScenarioAgent `json:"agents"`
+	Agents []scenarioAgent `json:"agents"`
 	// Expect is the expected outcome.
-	Expect Expect `json:"expect"`
+	Expect expect `json:"expect"`
 }
 
-// ScenarioAgent is one top-level agent of a scenario.
-type ScenarioAgent struct {
+// scenarioAgent is one top-level agent of a scenario.
+type scenarioAgent struct {
 	ID     messages.AgentID `json:"id"`
 	Parent messages.AgentID `json:"parent,omitempty"` // an agent listed earlier
 	Model  string           `json:"model"`
-	Turns  []Turn           `json:"turns"`
+	Turns  []turn           `json:"turns"`
 	// Keep leaves the agent registered after its last turn; Close disposes it. By
 	// default an agent is disposed as soon as its turns are done.
 	Keep bool `json:"keep,omitempty"`
 }
 
-// Turn is one user turn: a prompt, and optionally a gate whose opening aborts the
+// turn is one user turn: a prompt, and optionally a gate whose opening aborts the
 // turn (a user interrupting). In JSON a turn is an object or just the prompt string.
-type Turn struct {
+type turn struct {
 	Prompt   string `json:"prompt"`
 	CancelOn string `json:"cancel_on,omitempty"`
 }
 
 // UnmarshalJSON accepts "prompt" as well as {"prompt": …, "cancel_on": …}.
-func (t *Turn) UnmarshalJSON(b []byte) error {
+func (t *turn) UnmarshalJSON(b []byte) error {
 	if s := bytes.TrimSpace(b); len(s) > 0 && s[0] == '"' {
 		return json.Unmarshal(s, &t.Prompt)
 	}
-	type plain Turn
+	type plain turn
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode((*plain)(t))
 }
 
-// Expect is a scenario's expected outcome. Every field is optional; quiescence (no
+// expect is a scenario's expected outcome. Every field is optional; quiescence (no
 // live task, agent, actor or process after the play) is always checked.
-type Expect struct {
+type expect struct {
 	// Answers: per agent, a substring of each turn's final answer, in turn order.
 	Answers map[messages.AgentID][]string `json:"answers,omitempty"`
 	// Stops: per agent, each turn's stop reason, in turn order.
@@ -99,7 +117,7 @@ type Expect struct {
 	// "completed", "failed, error: simulated".
 	Tasks map[messages.TaskID]string `json:"tasks,omitempty"`
 	// Notices: how many notices were delivered and suppressed.
-	Notices *NoticeCounts `json:"notices,omitempty"`
+	Notices *noticeCounts `json:"notices,omitempty"`
 	// ModelCalls: per model name, how many steps it was asked for, across all its
 	// instances.
 	ModelCalls map[string]int `json:"model_calls,omitempty"`
@@ -111,78 +129,61 @@ type Expect struct {
 	Transcript map[messages.AgentID][]string `json:"transcript,omitempty"`
 }
 
-// NoticeCounts are expected notice counts.
-type NoticeCounts struct {
+// noticeCounts are expected notice counts.
+type noticeCounts struct {
 	Delivered  int64 `json:"delivered"`
 	Suppressed int64 `json:"suppressed"`
 }
 
+// demoJSON is the built-in demo, which the agentsim command plays (internal/demo).
+//
 //go:embed scenarios/demo.json
 var demoJSON []byte
 
-// Demo returns the built-in demo scenario (scenarios/demo.json).
-func Demo() *Scenario {
-	sc, err := ParseScenario(bytes.NewReader(demoJSON))
-	if err != nil {
-		panic("agentsim: the embedded demo scenario is invalid: " + err.Error())
-	}
-	return sc
-}
+func init() { demo.JSON = demoJSON }
 
-// LoadScenario reads and validates a scenario file.
-func LoadScenario(path string) (*Scenario, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	sc, err := ParseScenario(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return sc, nil
-}
-
-// ParseScenario decodes and validates a scenario. Unknown fields are errors, so a
+// ParseScenario decodes and validates a scenario file. Unknown keys are errors, so a
 // misspelt key never goes unnoticed.
 func ParseScenario(r io.Reader) (*Scenario, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
-	var sc Scenario
-	if err := dec.Decode(&sc); err != nil {
+	f := scenarioFile{Scenario: &Scenario{}}
+	if err := dec.Decode(&f); err != nil {
 		return nil, fmt.Errorf("invalid scenario: %w", err)
 	}
 	if dec.More() {
 		return nil, errors.New("invalid scenario: data after the scenario object")
 	}
-	if err := sc.Validate(); err != nil {
+	sc := f.Scenario
+	sc.spec = f.scenarioSpec
+	if err := sc.validate(); err != nil {
 		return nil, fmt.Errorf("invalid scenario: %w", err)
 	}
-	return &sc, nil
+	return sc, nil
 }
 
-// Validate reports the first inconsistency: no agents, duplicate or empty ids, a
+// validate reports the first inconsistency: no agents, duplicate or empty ids, a
 // parent not listed before its child, an unknown model, an empty turn, a malformed
 // model script.
-func (sc *Scenario) Validate() error {
-	if len(sc.Agents) == 0 {
+func (sc *Scenario) validate() error {
+	if len(sc.spec.Agents) == 0 {
 		return errors.New("no agents")
 	}
 	known := func(name string) bool {
-		_, ok := sc.Models[name]
-		_, builtin := BuiltinModels()[name]
+		_, ok := sc.spec.Models[name]
+		_, builtin := builtinModels()[name]
 		return ok || builtin
 	}
-	for name, m := range sc.Models {
-		if err := m.Validate(); err != nil {
+	for name, m := range sc.spec.Models {
+		if err := m.validate(); err != nil {
 			return fmt.Errorf("model %s: %w", name, err)
 		}
 	}
-	if sc.DefaultModel != "" && !known(sc.DefaultModel) {
-		return fmt.Errorf("default_model %q is not defined", sc.DefaultModel)
+	if sc.spec.DefaultModel != "" && !known(sc.spec.DefaultModel) {
+		return fmt.Errorf("default_model %q is not defined", sc.spec.DefaultModel)
 	}
 	seen := map[messages.AgentID]bool{}
-	for i, a := range sc.Agents {
+	for i, a := range sc.spec.Agents {
 		switch {
 		case strings.TrimSpace(string(a.ID)) == "":
 			return fmt.Errorf("agent %d has no id", i+1)
@@ -202,10 +203,10 @@ func (sc *Scenario) Validate() error {
 		}
 		seen[a.ID] = true
 	}
-	if err := validateWorkers(sc.Workers); err != nil {
+	if err := validateWorkers(sc.spec.Workers); err != nil {
 		return err
 	}
-	if sc.TimeoutMS < 0 || sc.OwnerLimit < 0 || sc.Queue < 0 || sc.GlobalLimit < 0 {
+	if sc.TimeoutMS < 0 || sc.spec.OwnerLimit < 0 || sc.spec.Queue < 0 || sc.spec.GlobalLimit < 0 {
 		return errors.New("timeout_ms, owner_limit, queue and global_limit must not be negative")
 	}
 	return nil
@@ -246,51 +247,49 @@ type TurnResult struct {
 	Detail string              `json:"detail,omitempty"`
 }
 
-// OK reports whether every expectation was met.
-func (r *Report) OK() bool { return len(r.Failures) == 0 }
-
 // Play runs a scenario on a new Sim and returns its report. opts add to (and may
-// override) what the scenario configures — an observer, runtime options. The error
-// is for a Sim that could not be built or closed; unmet expectations are in the
-// report.
+// override) what the scenario configures — an observer, runtime options, models.
+// The error is for a Sim that could not be built or closed; unmet expectations,
+// and anything that outlived its owner, are in the report.
 func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
-	if err := sc.Validate(); err != nil {
+	if err := sc.validate(); err != nil {
 		return nil, err
 	}
+	spec := sc.spec
 	var simOpts []Option
-	for name, m := range sc.Models {
-		simOpts = append(simOpts, WithScript(name, m))
+	for name, m := range spec.Models {
+		simOpts = append(simOpts, withScript(name, m))
 	}
-	if sc.DefaultModel != "" {
-		simOpts = append(simOpts, WithDefaultModel(sc.DefaultModel))
+	if spec.DefaultModel != "" {
+		simOpts = append(simOpts, WithDefaultModel(spec.DefaultModel))
 	}
-	simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(sc.OwnerLimit), // 0 keeps the default
-		actors.WithQueue(sc.Queue), actors.WithGlobalLimit(sc.GlobalLimit)))
+	simOpts = append(simOpts, WithRuntimeOptions(actors.WithOwnerLimit(spec.OwnerLimit), // 0 keeps the default
+		actors.WithQueue(spec.Queue), actors.WithGlobalLimit(spec.GlobalLimit)))
 	var nodes *workerNodes
-	if len(sc.Workers) > 0 {
+	if len(spec.Workers) > 0 {
 		var err error
 		if nodes, err = startNodes(); err != nil {
 			return nil, err
 		}
-		simOpts = append(simOpts, WithBashRunner(nodes.owner))
+		simOpts = append(simOpts, withBashRunner(nodes.owner))
 	}
 	sim, err := New(append(simOpts, opts...)...)
 	if err != nil {
 		nodes.close(ctx)
 		return nil, err
 	}
-	timeout := DefaultScenarioTimeout
+	timeout := defaultScenarioTimeout
 	if sc.TimeoutMS > 0 {
 		timeout = time.Duration(sc.TimeoutMS) * time.Millisecond
 	}
 	playCtx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("scenario timed out after %s", timeout))
 	defer cancel()
-	nodes.play(playCtx, sim, sc.Workers)
+	nodes.play(playCtx, sim, spec.Workers)
 
 	rep := &Report{Scenario: sc.Name, Turns: map[messages.AgentID][]TurnResult{}}
 	var problems []string
-	agents := make([]*Agent, len(sc.Agents))
-	for i, a := range sc.Agents {
+	agents := make([]*Agent, len(spec.Agents))
+	for i, a := range spec.Agents {
 		if _, err := sim.Register(playCtx, a.ID, a.Parent); err != nil {
 			problems = append(problems, fmt.Sprintf("register %s: %v", a.ID, err))
 			continue
@@ -303,7 +302,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 		mu sync.Mutex // protects rep.Turns and problems
 		wg sync.WaitGroup
 	)
-	for i, a := range sc.Agents {
+	for i, a := range spec.Agents {
 		if agents[i] == nil {
 			continue
 		}
@@ -330,7 +329,7 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	}
 	closeCtx, cancelClose := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancelClose()
-	if err := sim.Close(closeCtx); err != nil {
+	if err := sim.close(closeCtx); err != nil {
 		cancel()
 		nodes.close(closeCtx)
 		return nil, err
@@ -339,24 +338,24 @@ func Play(ctx context.Context, sc *Scenario, opts ...Option) (*Report, error) {
 	workerFailures, workerProcesses := nodes.close(closeCtx)
 	problems = append(problems, workerFailures...)
 	rep.Elapsed = time.Since(sim.start).Seconds()
-	rep.Tasks = sim.Settled()
+	rep.Tasks = sim.settledTasks()
 	rep.Statuses = map[messages.Status]int{}
 	for _, t := range rep.Tasks {
 		rep.Statuses[t.Status]++
 	}
-	rep.Notices = sim.Notices()
-	rep.ModelCalls = sim.ModelCalls()
-	rep.Quiescence = sim.Stats()
+	rep.Notices = sim.noticeStats()
+	rep.ModelCalls = sim.modelCalls()
+	rep.Quiescence = sim.stats()
 	rep.Quiescence.Processes += workerProcesses
-	rep.Containment = sim.Containment()
-	rep.Sandbox = sim.Sandbox()
+	rep.Containment = sim.containment()
+	rep.Sandbox = sim.sandbox()
 	rep.Transcripts = sim.transcripts()
-	rep.Failures = append(append(append([]string{}, problems...), sim.Failures()...), sc.Expect.check(rep)...)
+	rep.Failures = append(append(append([]string{}, problems...), sim.failures()...), spec.Expect.check(rep)...)
 	return rep, nil
 }
 
 // playTurn runs one turn, aborting it when its cancel_on gate opens.
-func playTurn(ctx context.Context, sim *Sim, a *Agent, t Turn) subagent.Result {
+func playTurn(ctx context.Context, sim *Sim, a *Agent, t turn) subagent.Result {
 	if t.CancelOn == "" {
 		return a.Turn(ctx, t.Prompt)
 	}
@@ -365,7 +364,7 @@ func playTurn(ctx context.Context, sim *Sim, a *Agent, t Turn) subagent.Result {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if sim.gates.Wait(turnCtx, t.CancelOn) == nil {
+		if sim.gates.wait(turnCtx, t.CancelOn) == nil {
 			cancel(fmt.Errorf("interrupted (gate %s opened)", t.CancelOn))
 		}
 		<-stop
@@ -378,10 +377,10 @@ func playTurn(ctx context.Context, sim *Sim, a *Agent, t Turn) subagent.Result {
 }
 
 // check compares the report with the expectations and returns what does not match.
-func (e Expect) check(r *Report) []string {
+func (e expect) check(r *Report) []string {
 	var out []string
 	fail := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
-	if !r.Quiescence.Zero() {
+	if r.Quiescence != (Stats{}) {
 		fail("not quiescent after close: %+v", r.Quiescence)
 	}
 	for _, id := range sortedKeys(e.Answers) {
@@ -455,7 +454,7 @@ func (e Expect) check(r *Report) []string {
 		}
 	}
 	for _, id := range sortedKeys(e.Transcript) {
-		text := TranscriptText(r.Transcripts[id])
+		text := transcriptText(r.Transcripts[id])
 		at := 0
 		for _, want := range e.Transcript[id] {
 			i := strings.Index(text[at:], want)
@@ -504,17 +503,17 @@ func settleOrder(ts []TaskInfo) string {
 	return strings.Join(ids, " ")
 }
 
-// TranscriptText renders entries one per line as "kind: text" (tool calls as
-// "tool_call: name args"), the form Expect.Transcript matches against.
-func TranscriptText(entries []Entry) string {
+// transcriptText renders entries one per line as "kind: text" (tool calls as
+// "tool_call: name args"), the form expect.Transcript matches against.
+func transcriptText(entries []Entry) string {
 	var b strings.Builder
 	for _, e := range entries {
-		b.WriteString(string(e.Kind))
+		b.WriteString(e.Kind)
 		b.WriteString(": ")
 		switch e.Kind {
-		case EntryToolCall:
+		case entryToolCall:
 			b.WriteString(e.Tool + " " + string(e.Args))
-		case EntryToolResult:
+		case entryToolResult:
 			b.WriteString(e.Tool + " " + e.Text)
 		default:
 			b.WriteString(e.Text)

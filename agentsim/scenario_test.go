@@ -1,11 +1,13 @@
-package agentsim_test
+package agentsim
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/taskrt/taskrt/agentsim"
+	"github.com/taskrt/taskrt/agentsim/internal/demo"
 )
 
 // TestScenarios plays every scenario file in the repository and requires its
@@ -23,43 +25,59 @@ func TestScenarios(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rep := play(t, f)
-			if !rep.Quiescence.Zero() {
+			if rep.Quiescence != (Stats{}) {
 				t.Errorf("quiescence = %+v, want all zero", rep.Quiescence)
 			}
 		})
 	}
 }
 
+// loadScenario reads and validates a scenario file.
+func loadScenario(t *testing.T, path string) *Scenario {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc, err := ParseScenario(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return sc
+}
+
 // play plays a scenario file and fails the test (showing every transcript) when an
 // expectation is unmet.
-func play(t *testing.T, path string) *agentsim.Report {
+func play(t *testing.T, path string) *Report {
 	t.Helper()
-	sc, err := agentsim.LoadScenario(path)
+	rep, err := Play(ctxT(t), loadScenario(t, path))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := agentsim.Play(ctxT(t), sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
+	if len(rep.Failures) > 0 {
 		var b strings.Builder
 		for id, entries := range rep.Transcripts {
-			b.WriteString("--- " + string(id) + "\n" + agentsim.TranscriptText(entries))
+			b.WriteString("--- " + string(id) + "\n" + transcriptText(entries))
 		}
 		t.Errorf("%s: unmet expectations:\n  %s\n%s", path, strings.Join(rep.Failures, "\n  "), b.String())
 	}
 	return rep
 }
 
+// The agentsim command plays the embedded demo, which must be the file README.md
+// shows and TestScenarios plays.
 func TestDemoIsTheDemoFile(t *testing.T) {
-	demo := agentsim.Demo()
-	file, err := agentsim.LoadScenario("scenarios/demo.json")
+	file, err := os.ReadFile("scenarios/demo.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if demo.Name != "demo" || demo.Description != file.Description || len(demo.Models) != len(file.Models) {
-		t.Errorf("Demo() = %q, want the scenario in scenarios/demo.json", demo.Name)
+	if !bytes.Equal(demo.JSON, file) {
+		t.Error("internal/demo holds something else than scenarios/demo.json")
+	}
+	sc, err := ParseScenario(bytes.NewReader(demo.JSON))
+	if err != nil || sc.Name != "demo" {
+		t.Errorf("the demo parses as %+v, %v; want the scenario named demo", sc, err)
 	}
 }
 
@@ -86,7 +104,7 @@ func TestParseScenarioErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := agentsim.ParseScenario(strings.NewReader(tc.json))
+			_, err := ParseScenario(strings.NewReader(tc.json))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ParseScenario error = %v, want it to contain %q", err, tc.want)
 			}
@@ -97,7 +115,7 @@ func TestParseScenarioErrors(t *testing.T) {
 // TestFailedExpectationsAreReported checks the checker itself: a scenario whose
 // expectations are wrong must not pass.
 func TestFailedExpectationsAreReported(t *testing.T) {
-	sc, err := agentsim.ParseScenario(strings.NewReader(`{
+	sc, err := ParseScenario(strings.NewReader(`{
 		"name": "wrong",
 		"models": {"m": {"steps": [
 			{"call": {"tool": "task_list", "args": {}, "expect": "something else"}},
@@ -109,7 +127,7 @@ func TestFailedExpectationsAreReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := agentsim.Play(ctxT(t), sc)
+	rep, err := Play(ctxT(t), sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +143,8 @@ func TestFailedExpectationsAreReported(t *testing.T) {
 			t.Errorf("failures lack %q; got:\n%s", w, got)
 		}
 	}
-	if rep.OK() {
-		t.Error("OK() = true for a failing scenario")
+	if len(rep.Failures) == 0 {
+		t.Error("no failures for a failing scenario")
 	}
 	if got := rep.Turns["a1"][0].Stop; got != "error" {
 		t.Errorf("stop = %q, want error (a failed expectation ends the turn)", got)

@@ -17,24 +17,19 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// DefaultNoticeWait bounds a notices line's wait when it gives no timeout_ms.
-const DefaultNoticeWait = 10 * time.Second
+// defaultNoticeWait bounds a notices line's wait when it gives no timeout_ms.
+const defaultNoticeWait = 10 * time.Second
 
-// MaxScriptDuration bounds every duration a script line gives: a sleep's ms and a
+// maxScriptDuration bounds every duration a script line gives: a sleep's ms and a
 // notices wait's timeout_ms.
-const MaxScriptDuration = 24 * time.Hour
+const maxScriptDuration = 24 * time.Hour
 
-// MaxScriptLine is the longest input line of a script, in bytes. A longer line is
-// answered with an error and skipped; the script goes on.
-const MaxScriptLine = 4 << 20
+// maxScriptLine is the longest input line of a script, in bytes (4 MiB). A longer
+// line is answered with an error and skipped; the script goes on.
+const maxScriptLine = 4 << 20
 
 // maxNoticeWait bounds a notices line's wait (a count of notices).
 const maxNoticeWait = 1_000_000
-
-// ErrNotQuiescent is returned by RunScript when something outlived the script: after
-// every agent was disposed and the runtime closed, a task, agent, actor or bash
-// process was still live.
-var ErrNotQuiescent = errors.New("not quiescent after the script")
 
 // scriptLine is one decoded input line. Pointers tell a given field from an absent
 // one: which fields a line may give depends on its op.
@@ -124,10 +119,9 @@ type (
 // returned by the next notices line). A line that cannot be executed (malformed
 // JSON, an unknown op, a key that is unknown or does not apply to the op — keys are
 // case-sensitive —, a value of the wrong type or out of range, a missing or unknown
-// agent, an unknown tool, a line longer than MaxScriptLine) yields
+// agent, an unknown tool, a line longer than 4 MiB) yields
 // {"op":…,"line":N,"error":"…"}, with the agent and tool when the line named them,
-// and the script goes on. Blank lines are skipped. Durations are bounded by
-// MaxScriptDuration.
+// and the script goes on. Blank lines are skipped. Durations are at most 24 h.
 //
 // At the end of input, or when ctx ends, every agent still registered is disposed
 // and the Sim is closed. The error is for reading, writing or closing, for ctx's end
@@ -143,27 +137,20 @@ func RunScript(ctx context.Context, r io.Reader, w io.Writer, opts ...Option) er
 	runErr := sim.runScript(ctx, r, w)
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if err := sim.Close(closeCtx); err != nil {
-		return errors.Join(runErr, err)
-	}
-	if st := sim.Stats(); !st.Zero() {
-		return errors.Join(runErr, fmt.Errorf("%w: live tasks %d, agents %d, actors %d, processes %d",
-			ErrNotQuiescent, st.LiveTasks, st.LiveAgents, st.LiveActors, st.Processes))
-	}
-	return runErr
+	return errors.Join(runErr, sim.Close(closeCtx))
 }
 
 // inputLine is one line read from a script, or the end of the input.
 type inputLine struct {
 	n       int    // line number, from 1
 	text    []byte // trimmed
-	tooLong bool   // the line was longer than MaxScriptLine; text is empty
+	tooLong bool   // the line was longer than maxScriptLine; text is empty
 	err     error  // a read error; the input ends after it
 }
 
 // readLines reads r line by line into lines until r ends or stop is closed, then
 // closes lines. Each line is delivered whole, trimmed; one longer than
-// MaxScriptLine is read to its end and delivered as tooLong, without its text.
+// maxScriptLine is read to its end and delivered as tooLong, without its text.
 func readLines(r io.Reader, lines chan<- inputLine, stop <-chan struct{}) {
 	defer close(lines)
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -177,7 +164,7 @@ func readLines(r io.Reader, lines chan<- inputLine, stop <-chan struct{}) {
 			var part []byte
 			part, err = br.ReadSlice('\n')
 			if !tooLong {
-				if len(buf)+len(bytes.TrimSuffix(part, []byte("\n"))) > MaxScriptLine {
+				if len(buf)+len(bytes.TrimSuffix(part, []byte("\n"))) > maxScriptLine {
 					tooLong, buf = true, nil
 				} else {
 					buf = append(buf, part...)
@@ -231,7 +218,7 @@ func (s *Sim) runScript(ctx context.Context, r io.Reader, w io.Writer) error {
 		var out any
 		switch {
 		case l.tooLong:
-			out = errOut{Op: "", Line: l.n, Error: fmt.Sprintf("line is longer than %d bytes (4 MiB); skipped", MaxScriptLine)}
+			out = errOut{Op: "", Line: l.n, Error: fmt.Sprintf("line is longer than %d bytes (4 MiB); skipped", maxScriptLine)}
 		case len(l.text) == 0:
 			continue
 		default:
@@ -304,8 +291,8 @@ func (x *scriptRun) exec(n int, raw []byte) any {
 		if l.Tool == nil || *l.Tool == "" {
 			return fail("missing tool")
 		}
-		if _, ok := x.sim.Tools()[*l.Tool]; !ok {
-			return fail("unknown tool %q (known: %s)", truncateText(*l.Tool, 64), strings.Join(x.sim.Tools().Names(), ", "))
+		if _, ok := x.sim.set[*l.Tool]; !ok {
+			return fail("unknown tool %q (known: %s)", truncateText(*l.Tool, 64), strings.Join(x.sim.set.Names(), ", "))
 		}
 		res := x.sim.Call(x.ctx, id, *l.Tool, l.Args)
 		return callOut{Op: "call", Line: n, Agent: id, Tool: *l.Tool, Text: res.Text, Data: res.Data, IsError: res.IsError}
@@ -327,26 +314,26 @@ func (x *scriptRun) exec(n int, raw []byte) any {
 			return fail("wait must be from 0 to %d notices", maxNoticeWait)
 		case l.TimeoutMS != nil && wait == 0:
 			return fail("timeout_ms needs a wait of at least 1")
-		case l.TimeoutMS != nil && (*l.TimeoutMS < 1 || *l.TimeoutMS > MaxScriptDuration.Milliseconds()):
-			return fail("timeout_ms must be from 1 to %d (24 h)", MaxScriptDuration.Milliseconds())
+		case l.TimeoutMS != nil && (*l.TimeoutMS < 1 || *l.TimeoutMS > maxScriptDuration.Milliseconds()):
+			return fail("timeout_ms must be from 1 to %d (24 h)", maxScriptDuration.Milliseconds())
 		}
 		if wait > 0 {
-			d := DefaultNoticeWait
+			d := defaultNoticeWait
 			if l.TimeoutMS != nil {
 				d = time.Duration(*l.TimeoutMS) * time.Millisecond
 			}
 			ctx, cancel := context.WithTimeout(x.ctx, d)
-			err := sess.WaitNotices(ctx, x.seen[id]+int(wait))
+			err := sess.waitNotices(ctx, x.seen[id]+int(wait))
 			cancel()
 			switch {
 			case x.ctx.Err() != nil:
 				return fail("interrupted while waiting for notices: %v", context.Cause(x.ctx))
 			case err != nil:
-				pending := len(sess.Notices()) - x.seen[id]
+				pending := len(sess.noticeTexts()) - x.seen[id]
 				return fail("timed out after %d ms: %d of the %d notices awaited arrived", d.Milliseconds(), pending, wait)
 			}
 		}
-		all := sess.Notices()
+		all := sess.noticeTexts()
 		fresh := all[min(x.seen[id], len(all)):]
 		x.seen[id] = len(all)
 		return noticesOut{Op: "notices", Line: n, Agent: id, Notices: append([]string{}, fresh...)}
@@ -363,13 +350,13 @@ func (x *scriptRun) exec(n int, raw []byte) any {
 		}
 		return agentOut{Op: "dispose", Line: n, Agent: id}
 	case "stats":
-		return statsOut{Op: "stats", Line: n, Stats: x.sim.Stats()}
+		return statsOut{Op: "stats", Line: n, Stats: x.sim.stats()}
 	case "sleep":
 		if l.MS == nil {
 			return fail("sleep needs ms")
 		}
-		if *l.MS < 0 || *l.MS > MaxScriptDuration.Milliseconds() {
-			return fail("ms must be from 0 to %d (24 h)", MaxScriptDuration.Milliseconds())
+		if *l.MS < 0 || *l.MS > maxScriptDuration.Milliseconds() {
+			return fail("ms must be from 0 to %d (24 h)", maxScriptDuration.Milliseconds())
 		}
 		t := time.NewTimer(time.Duration(*l.MS) * time.Millisecond)
 		select {

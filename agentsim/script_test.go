@@ -41,7 +41,7 @@ func TestScripts(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer
-			if err := agentsim.RunScript(ctxT(t), bytes.NewReader(in), &out); err != nil {
+			if err := agentsim.RunScript(testContext(t), bytes.NewReader(in), &out); err != nil {
 				t.Fatal(err)
 			}
 			goldenPath := strings.TrimSuffix(f, ".jsonl") + ".golden"
@@ -118,19 +118,19 @@ func TestScriptSurface(t *testing.T) {
 		`{"op":"stats","line":16,"live_tasks":0,"live_agents":0,"live_actors":1,"processes":0}`,
 	}, "\n") + "\n"
 	var out bytes.Buffer
-	if err := agentsim.RunScript(ctxT(t), strings.NewReader(in), &out); err != nil {
+	if err := agentsim.RunScript(testContext(t), strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
 	compareLines(t, want, out.String())
 }
 
 // TestScriptEdgeInputs pins what the README promises for bad input — an error object
-// per bad line, and the script goes on — at the edges: a line over MaxScriptLine,
+// per bad line, and the script goes on — at the edges: a line over 4 MiB,
 // durations that would overflow or block practically forever, negative counts and
 // timeouts, keys that differ only in case, values of the wrong shape. Every error is
 // one plain line that names the field and shows no Go internals.
 func TestScriptEdgeInputs(t *testing.T) {
-	long := `{"op":"stats","agent":"` + strings.Repeat("x", agentsim.MaxScriptLine) + `"}`
+	long := `{"op":"stats","agent":"` + strings.Repeat("x", 4<<20) + `"}` // 4 MiB of id alone
 	tests := []struct {
 		name string
 		line string
@@ -175,7 +175,7 @@ func TestScriptEdgeInputs(t *testing.T) {
 			// must still be answered: the bad line did not stop the script.
 			in := tc.line + "\n" + `{"op":"stats"}` + "\n"
 			var out bytes.Buffer
-			err := agentsim.RunScript(ctxT(t), strings.NewReader(`{"op":"register","agent":"a1"}`+"\n"+in), &out)
+			err := agentsim.RunScript(testContext(t), strings.NewReader(`{"op":"register","agent":"a1"}`+"\n"+in), &out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestScriptEndsQuiescentOrSaysSo(t *testing.T) {
 {"op":"call","agent":"a1","tool":"bash","args":{"command":"exec sleep 1000","run_in_background":true}}
 {"op":"call","agent":"","tool":"bash","args":{"command":"exec sleep 1000","run_in_background":true}}`
 		var out bytes.Buffer
-		if err := agentsim.RunScript(ctxT(t), strings.NewReader(in), &out); err != nil {
+		if err := agentsim.RunScript(testContext(t), strings.NewReader(in), &out); err != nil {
 			t.Errorf("RunScript = %v, want nil", err)
 		}
 	})
@@ -222,7 +222,7 @@ func TestScriptEndsQuiescentOrSaysSo(t *testing.T) {
 {"op":"call","agent":"a1","tool":"bash","args":{"command":"trap '' TERM; echo $$ > ` + pidFile + `; while :; do sleep 0.05; done","run_in_background":true}}
 {"op":"call","agent":"a1","tool":"bash","args":{"command":"until [ -s ` + pidFile + ` ]; do sleep 0.01; done"}}`
 		var out bytes.Buffer
-		err := agentsim.RunScript(ctxT(t), strings.NewReader(in), &out,
+		err := agentsim.RunScript(testContext(t), strings.NewReader(in), &out,
 			agentsim.WithRuntimeOptions(actors.WithSettleTimeout(time.Millisecond)),
 			agentsim.WithBashOptions(bash.WithGrace(time.Minute)))
 		data, readErr := os.ReadFile(pidFile)
@@ -236,7 +236,7 @@ func TestScriptEndsQuiescentOrSaysSo(t *testing.T) {
 		// The test's own leftover: kill it and wait until it is gone, so that no later
 		// test meets it.
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		if !awaitGone(ctxT(t), pid) {
+		if !awaitGone(testContext(t), pid) {
 			t.Errorf("pid %d still exists after SIGKILL", pid)
 		}
 		if !errors.Is(err, agentsim.ErrNotQuiescent) || strings.Contains(err.Error(), "processes 0") {
@@ -269,7 +269,7 @@ func awaitGone(ctx context.Context, pid int) bool {
 func TestScriptInterrupted(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	ctx, cancel := context.WithCancelCause(ctxT(t))
+	ctx, cancel := context.WithCancelCause(testContext(t))
 	defer cancel(nil)
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -14,14 +16,50 @@ import (
 	"github.com/taskrt/taskrt/tools"
 )
 
-// ModelScript is the data a Scripted model plays: its steps, in order, across all
-// the turns of its agent (a final answer ends a turn; the next turn continues with
-// the next step).
-type ModelScript struct {
-	Steps []ScriptStep `json:"steps"`
+// ParseModels reads scripted models, a JSON object that maps a model's name to its
+// script — {"name": {"steps": [...]}, ...}, the format of a scenario's "models"
+// (README.md documents the steps) — and returns the Option that registers them.
+// Unknown keys are errors; so is a malformed step. Every agent or sub-agent that
+// names a scripted model gets a fresh instance playing its script from the first
+// step; a model replaces a built-in one of the same name, and one an earlier option
+// registered.
+func ParseModels(r io.Reader) (Option, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var models map[string]modelScript
+	if err := dec.Decode(&models); err != nil {
+		return nil, fmt.Errorf("invalid models: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("invalid models: data after the models object")
+	}
+	names := make([]string, 0, len(models))
+	for name := range models {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	opts := make([]Option, len(names))
+	for i, name := range names {
+		if err := models[name].validate(); err != nil {
+			return nil, fmt.Errorf("model %s: %w", name, err)
+		}
+		opts[i] = withScript(name, models[name])
+	}
+	return optionFunc(func(c *config) {
+		for _, o := range opts {
+			o.apply(c)
+		}
+	}), nil
 }
 
-// ScriptStep is one scripted model step. Exactly one of Call, Calls, Answer and Fail
+// modelScript is the data a scripted model plays: its steps, in order, across all
+// the turns of its agent (a final answer ends a turn; the next turn continues with
+// the next step).
+type modelScript struct {
+	Steps []scriptStep `json:"steps"`
+}
+
+// scriptStep is one scripted model step. Exactly one of Call, Calls, Answer and Fail
 // is set. Before the step is returned, in this order: the results of the previous
 // step's calls are checked against their expectations, Open is opened, the Await
 // gate opens, the session holds AwaitNotices notices, and DelayMS passes.
@@ -29,14 +67,14 @@ type ModelScript struct {
 // Strings in Args, Answer and Expect may name variables as ${name}: a name saved
 // from a background handle (Save), ${prompt} (the latest user prompt) and ${result}
 // (the text of the latest tool result).
-type ScriptStep struct {
-	Open         string       `json:"open,omitempty"`          // a gate to open (see Gates)
+type scriptStep struct {
+	Open         string       `json:"open,omitempty"`          // a gate to open (see gateSet)
 	Await        string       `json:"await,omitempty"`         // block until this gate opens
 	AwaitNotices int          `json:"await_notices,omitempty"` // block until the session holds this many notices in total
 	DelayMS      int          `json:"delay_ms,omitempty"`      // then think this long
 	Say          string       `json:"say,omitempty"`           // commentary that comes with the calls
-	Call         *ScriptCall  `json:"call,omitempty"`          // one tool call
-	Calls        []ScriptCall `json:"calls,omitempty"`         // several tool calls, run concurrently
+	Call         *scriptCall  `json:"call,omitempty"`          // one tool call
+	Calls        []scriptCall `json:"calls,omitempty"`         // several tool calls, run concurrently
 	// Answer is the final answer, with stop reason Stop ("" = completed).
 	Answer *string             `json:"answer,omitempty"`
 	Stop   subagent.StopReason `json:"stop,omitempty"`
@@ -44,8 +82,8 @@ type ScriptStep struct {
 	Fail string `json:"fail,omitempty"`
 }
 
-// ScriptCall is one scripted tool call and the expectations on its result.
-type ScriptCall struct {
+// scriptCall is one scripted tool call and the expectations on its result.
+type scriptCall struct {
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args,omitempty"`
 	// Save names a variable that receives the task id of the background handle the
@@ -57,12 +95,12 @@ type ScriptCall struct {
 	ExpectError *bool `json:"expect_error,omitempty"`
 }
 
-// NeverGate is the name of a gate that never opens: a step awaiting it blocks until
+// neverGate is the name of a gate that never opens: a step awaiting it blocks until
 // its turn is cancelled.
-const NeverGate = "never"
+const neverGate = "never"
 
-// Validate reports the first malformed step.
-func (m ModelScript) Validate() error {
+// validate reports the first malformed step.
+func (m modelScript) validate() error {
 	if len(m.Steps) == 0 {
 		return errors.New("no steps")
 	}
@@ -74,7 +112,7 @@ func (m ModelScript) Validate() error {
 	return nil
 }
 
-func (s ScriptStep) validate() error {
+func (s scriptStep) validate() error {
 	n := 0
 	for _, set := range []bool{s.Call != nil, len(s.Calls) > 0, s.Answer != nil, s.Fail != ""} {
 		if set {
@@ -101,22 +139,22 @@ func (s ScriptStep) validate() error {
 	return nil
 }
 
-func (s ScriptStep) calls() []ScriptCall {
+func (s scriptStep) calls() []scriptCall {
 	if s.Call != nil {
-		return []ScriptCall{*s.Call}
+		return []scriptCall{*s.Call}
 	}
 	return s.Calls
 }
 
-// Gates are named one-shot signals that let the scripted models of one Sim (and the
-// scenario player) coordinate without timing: a step opens a gate, another step
+// gateSet holds named one-shot signals that let the scripted models of one Sim (and
+// the scenario player) coordinate without timing: a step opens a gate, another step
 // awaits it. The zero value is ready to use; it is safe for concurrent use.
-type Gates struct {
+type gateSet struct {
 	mu sync.Mutex // protects m
 	m  map[string]chan struct{}
 }
 
-func (g *Gates) ch(name string) chan struct{} {
+func (g *gateSet) ch(name string) chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.m == nil {
@@ -130,10 +168,10 @@ func (g *Gates) ch(name string) chan struct{} {
 	return c
 }
 
-// Open opens the named gate; opening it again is harmless. NeverGate cannot be
+// open opens the named gate; opening it again is harmless. neverGate cannot be
 // opened.
-func (g *Gates) Open(name string) {
-	if name == NeverGate {
+func (g *gateSet) open(name string) {
+	if name == neverGate {
 		return
 	}
 	c := g.ch(name)
@@ -146,8 +184,8 @@ func (g *Gates) Open(name string) {
 	}
 }
 
-// Wait blocks until the named gate is open or ctx ends.
-func (g *Gates) Wait(ctx context.Context, name string) error {
+// wait blocks until the named gate is open or ctx ends.
+func (g *gateSet) wait(ctx context.Context, name string) error {
 	select {
 	case <-g.ch(name):
 		return nil
@@ -156,40 +194,40 @@ func (g *Gates) Wait(ctx context.Context, name string) error {
 	}
 }
 
-// Scripted is a Model that plays a ModelScript. It is used by one agent at a time.
+// scripted is a Model that plays a modelScript. It is used by one agent at a time.
 // Failed expectations end the turn with stop reason "error" and are kept for
-// Failures.
-type Scripted struct {
+// failures.
+type scripted struct {
 	name   string
-	script ModelScript
-	gates  *Gates
+	script modelScript
+	gates  *gateSet
 
 	mu       sync.Mutex // protects next, vars, pending, seen, failures
 	next     int
 	vars     map[string]string
-	pending  []ScriptCall // the calls of the previous step, awaiting their results
+	pending  []scriptCall // the calls of the previous step, awaiting their results
 	seen     int          // session length when the previous step was returned
 	failures []string
 }
 
-// NewScripted returns a model named name (used in failure messages) that plays
+// newScripted returns a model named name (used in failure messages) that plays
 // script, coordinating through gates (nil: a private set).
-func NewScripted(name string, script ModelScript, gates *Gates) *Scripted {
+func newScripted(name string, script modelScript, gates *gateSet) *scripted {
 	if gates == nil {
-		gates = &Gates{}
+		gates = &gateSet{}
 	}
-	return &Scripted{name: name, script: script, gates: gates, vars: map[string]string{}}
+	return &scripted{name: name, script: script, gates: gates, vars: map[string]string{}}
 }
 
-// Failures returns the expectations that failed so far.
-func (m *Scripted) Failures() []string {
+// failed returns the expectations that failed so far.
+func (m *scripted) failed() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]string(nil), m.failures...)
 }
 
 // Next implements Model.
-func (m *Scripted) Next(ctx context.Context, s *Session) (Step, error) {
+func (m *scripted) Next(ctx context.Context, s *Session) (Step, error) {
 	m.mu.Lock()
 	err := m.absorb(s)
 	if err == nil && m.next >= len(m.script.Steps) {
@@ -204,15 +242,15 @@ func (m *Scripted) Next(ctx context.Context, s *Session) (Step, error) {
 	m.mu.Unlock()
 
 	if st.Open != "" {
-		m.gates.Open(st.Open)
+		m.gates.open(st.Open)
 	}
 	if st.Await != "" {
-		if err := m.gates.Wait(ctx, st.Await); err != nil {
+		if err := m.gates.wait(ctx, st.Await); err != nil {
 			return Step{}, err
 		}
 	}
 	if st.AwaitNotices > 0 {
-		if err := s.WaitNotices(ctx, st.AwaitNotices); err != nil {
+		if err := s.waitNotices(ctx, st.AwaitNotices); err != nil {
 			return Step{}, err
 		}
 	}
@@ -228,7 +266,7 @@ func (m *Scripted) Next(ctx context.Context, s *Session) (Step, error) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seen = s.Len()
+	m.seen = s.size()
 	switch {
 	case st.Fail != "":
 		return Step{}, errors.New(st.Fail)
@@ -250,21 +288,21 @@ func (m *Scripted) Next(ctx context.Context, s *Session) (Step, error) {
 
 // absorb reads what happened since the previous step: the prompt, the results of the
 // pending calls (saving handles, checking expectations). Called with m.mu held.
-func (m *Scripted) absorb(s *Session) error {
+func (m *scripted) absorb(s *Session) error {
 	pending := m.pending
 	m.pending = nil
 	var (
 		results []Entry
 		aborted bool // the turn ended before the calls ran: they have no results
 	)
-	for _, e := range s.Since(m.seen) {
+	for _, e := range s.since(m.seen) {
 		switch e.Kind {
-		case EntryUser:
+		case entryUser:
 			m.vars["prompt"] = e.Text
-		case EntryToolResult:
+		case entryToolResult:
 			results = append(results, e)
 			m.vars["result"] = e.Text
-		case EntryAssistant:
+		case entryAssistant:
 			aborted = aborted || (e.Final && e.Stop == subagent.StopAborted)
 		}
 	}
@@ -301,7 +339,7 @@ func (m *Scripted) absorb(s *Session) error {
 }
 
 // expand replaces ${name} with the variable's value; unknown names stay as they are.
-func (m *Scripted) expand(s string) string {
+func (m *scripted) expand(s string) string {
 	if !strings.Contains(s, "${") {
 		return s
 	}
@@ -313,7 +351,7 @@ func (m *Scripted) expand(s string) string {
 
 // expandJSON expands the variables inside the string values of raw, keeping the rest
 // of the document (numbers included) as it was.
-func (m *Scripted) expandJSON(raw json.RawMessage) (json.RawMessage, error) {
+func (m *scripted) expandJSON(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return json.RawMessage(`{}`), nil
 	}
@@ -333,7 +371,7 @@ func (m *Scripted) expandJSON(raw json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(m.walk(v))
 }
 
-func (m *Scripted) walk(v any) any {
+func (m *scripted) walk(v any) any {
 	switch x := v.(type) {
 	case string:
 		return m.expand(x)

@@ -1,4 +1,4 @@
-package agentsim_test
+package agentsim
 
 import (
 	"context"
@@ -7,19 +7,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/tools"
 )
 
 func TestScripted(t *testing.T) {
 	t.Run("variables: saved handles, the prompt and the latest result", func(t *testing.T) {
-		script := agentsim.ModelScript{Steps: []agentsim.ScriptStep{
-			{Call: &agentsim.ScriptCall{Tool: "start", Args: json.RawMessage(`{"n": 1}`), Save: "job"}},
-			{Call: &agentsim.ScriptCall{Tool: "read", Args: json.RawMessage(`{"task_id": "${job}", "note": "${prompt}", "n": 2}`)}},
+		script := modelScript{Steps: []scriptStep{
+			{Call: &scriptCall{Tool: "start", Args: json.RawMessage(`{"n": 1}`), Save: "job"}},
+			{Call: &scriptCall{Tool: "read", Args: json.RawMessage(`{"task_id": "${job}", "note": "${prompt}", "n": 2}`)}},
 			{Answer: ptr("${job}: ${result}")},
 		}}
-		m := agentsim.NewScripted("m", script, nil)
+		m := newScripted("m", script, nil)
 		var args []string
 		caller := callerFunc(func(_ context.Context, _ messages.AgentID, name string, raw json.RawMessage) tools.Result {
 			args = append(args, string(raw))
@@ -28,7 +27,7 @@ func TestScripted(t *testing.T) {
 			}
 			return tools.Result{Text: "out \"quoted\""}
 		})
-		a := &agentsim.Agent{ID: "a1", Session: agentsim.NewSession("a1", nil), Model: m, Tools: caller}
+		a := &Agent{id: "a1", session: newSession("a1", nil), model: m, tools: caller}
 		res := a.Turn(context.Background(), `say "hi"`)
 		if want := `bash-7: out "quoted"`; res.Output != want {
 			t.Errorf("answer = %q, want %q", res.Output, want)
@@ -37,20 +36,20 @@ func TestScripted(t *testing.T) {
 		if strings.Join(args, "|") != strings.Join(want, "|") {
 			t.Errorf("args = %q, want %q", args, want)
 		}
-		if f := m.Failures(); len(f) != 0 {
+		if f := m.failed(); len(f) != 0 {
 			t.Errorf("failures = %q", f)
 		}
 	})
 	t.Run("an unmet expectation ends the turn and is recorded", func(t *testing.T) {
-		script := agentsim.ModelScript{Steps: []agentsim.ScriptStep{
-			{Call: &agentsim.ScriptCall{Tool: "x", Expect: "wanted", ExpectError: new(bool)}},
+		script := modelScript{Steps: []scriptStep{
+			{Call: &scriptCall{Tool: "x", Expect: "wanted", ExpectError: new(bool)}},
 			{Answer: ptr("unreachable")},
 		}}
-		m := agentsim.NewScripted("m", script, nil)
+		m := newScripted("m", script, nil)
 		caller := callerFunc(func(context.Context, messages.AgentID, string, json.RawMessage) tools.Result {
 			return tools.Result{Text: "other", IsError: true}
 		})
-		a := &agentsim.Agent{ID: "a1", Session: agentsim.NewSession("a1", nil), Model: m, Tools: caller}
+		a := &Agent{id: "a1", session: newSession("a1", nil), model: m, tools: caller}
 		res := a.Turn(context.Background(), "go")
 		if res.Stop != "error" || !strings.HasPrefix(res.Detail, "expectation failed: ") {
 			t.Errorf("result = %+v", res)
@@ -59,13 +58,13 @@ func TestScripted(t *testing.T) {
 			`model m: x result "other" does not contain "wanted"`,
 			`model m: x result is_error = true, want false: other`,
 		}
-		if got := m.Failures(); strings.Join(got, "|") != strings.Join(want, "|") {
+		if got := m.failed(); strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("failures = %q, want %q", got, want)
 		}
 	})
 	t.Run("a script continues across turns and says when it is exhausted", func(t *testing.T) {
-		m := agentsim.NewScripted("m", agentsim.ModelScript{Steps: []agentsim.ScriptStep{{Answer: ptr("one")}}}, nil)
-		a := &agentsim.Agent{ID: "a1", Session: agentsim.NewSession("a1", nil), Model: m, Tools: &fakeTools{}}
+		m := newScripted("m", modelScript{Steps: []scriptStep{{Answer: ptr("one")}}}, nil)
+		a := &Agent{id: "a1", session: newSession("a1", nil), model: m, tools: &fakeTools{}}
 		if got := a.Turn(context.Background(), "1").Output; got != "one" {
 			t.Errorf("turn 1 = %q", got)
 		}
@@ -74,11 +73,11 @@ func TestScripted(t *testing.T) {
 		}
 	})
 	t.Run("gates and notices block until satisfied or cancelled", func(t *testing.T) {
-		gates := &agentsim.Gates{}
-		m := agentsim.NewScripted("m", agentsim.ModelScript{Steps: []agentsim.ScriptStep{
+		gates := &gateSet{}
+		m := newScripted("m", modelScript{Steps: []scriptStep{
 			{Await: "go", AwaitNotices: 1, Answer: ptr("released")},
 		}}, gates)
-		sess := agentsim.NewSession("a1", nil)
+		sess := newSession("a1", nil)
 		got := make(chan string, 1)
 		go func() {
 			st, err := m.Next(context.Background(), sess)
@@ -88,13 +87,13 @@ func TestScripted(t *testing.T) {
 			}
 			got <- st.Text
 		}()
-		gates.Open("go")
-		_ = sess.Inject(context.Background(), "n")
+		gates.open("go")
+		_ = sess.inject(context.Background(), "n")
 		if s := <-got; s != "released" {
 			t.Errorf("Next = %q", s)
 		}
-		never := agentsim.NewScripted("n", agentsim.ModelScript{Steps: []agentsim.ScriptStep{{Await: agentsim.NeverGate, Answer: ptr("")}}}, gates)
-		gates.Open(agentsim.NeverGate)
+		never := newScripted("n", modelScript{Steps: []scriptStep{{Await: neverGate, Answer: ptr("")}}}, gates)
+		gates.open(neverGate)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if _, err := never.Next(ctx, sess); !errors.Is(err, context.Canceled) {
@@ -102,15 +101,15 @@ func TestScripted(t *testing.T) {
 		}
 	})
 	t.Run("validate", func(t *testing.T) {
-		if err := (agentsim.ModelScript{}).Validate(); err == nil || err.Error() != "no steps" {
+		if err := (modelScript{}).validate(); err == nil || err.Error() != "no steps" {
 			t.Errorf("empty script: %v", err)
 		}
-		bad := agentsim.ModelScript{Steps: []agentsim.ScriptStep{{Answer: ptr("x")}, {Call: &agentsim.ScriptCall{Tool: "t", Args: json.RawMessage(`{`)}}}}
-		if err := bad.Validate(); err == nil || err.Error() != "step 2: call t: args are not valid JSON" {
+		bad := modelScript{Steps: []scriptStep{{Answer: ptr("x")}, {Call: &scriptCall{Tool: "t", Args: json.RawMessage(`{`)}}}}
+		if err := bad.validate(); err == nil || err.Error() != "step 2: call t: args are not valid JSON" {
 			t.Errorf("bad args: %v", err)
 		}
-		for name, m := range agentsim.BuiltinModels() {
-			if err := m.Validate(); err != nil {
+		for name, m := range builtinModels() {
+			if err := m.validate(); err != nil {
 				t.Errorf("built-in %s: %v", name, err)
 			}
 		}

@@ -10,16 +10,14 @@ import (
 	"github.com/taskrt/taskrt/producers/subagent"
 )
 
-// EntryKind is what a transcript entry records.
-type EntryKind string
-
-// The entry kinds.
+// The kinds of transcript entries: Entry.Kind, and the "kind: text" lines of a
+// scenario's transcript expectations.
 const (
-	EntryUser       EntryKind = "user"        // a user prompt, the start of a turn
-	EntryAssistant  EntryKind = "assistant"   // model text: commentary, or the final answer
-	EntryToolCall   EntryKind = "tool_call"   // a tool call the model made
-	EntryToolResult EntryKind = "tool_result" // the result of a tool call
-	EntryNotice     EntryKind = "notice"      // a completion notice the runtime injected
+	entryUser       = "user"        // a user prompt, the start of a turn
+	entryAssistant  = "assistant"   // model text: commentary, or the final answer
+	entryToolCall   = "tool_call"   // a tool call the model made
+	entryToolResult = "tool_result" // the result of a tool call
+	entryNotice     = "notice"      // a completion notice the runtime injected
 )
 
 // Entry is one transcript entry.
@@ -27,14 +25,19 @@ type Entry struct {
 	Seq   int              `json:"seq"` // position in its session, from 0
 	Time  time.Time        `json:"time"`
 	Agent messages.AgentID `json:"agent"`
-	Kind  EntryKind        `json:"kind"`
+	// Kind is what the entry records: "user" (a prompt, the start of a turn),
+	// "assistant" (model text: commentary, or the final answer), "tool_call" (a
+	// tool call the model made), "tool_result" (its result) or "notice" (a
+	// completion notice the runtime injected).
+	Kind string `json:"kind"`
 	// Text is the prompt, the assistant's text, the tool result's text or the
 	// notice.
 	Text string `json:"text,omitempty"`
 	// Tool and Args describe a tool call; Tool also names a result's tool.
 	Tool string          `json:"tool,omitempty"`
 	Args json.RawMessage `json:"args,omitempty"`
-	// Data and IsError are a tool result's structured data and error flag.
+	// Data and IsError are a tool result's structured data (a tools.Handle for a
+	// background start) and error flag.
 	Data    any  `json:"data,omitempty"`
 	IsError bool `json:"is_error,omitempty"`
 	// Final marks the assistant entry that ended a turn; Stop is its stop reason and
@@ -44,8 +47,10 @@ type Entry struct {
 	Detail string              `json:"detail,omitempty"`
 }
 
-// Session is an agent's transcript. It is safe for concurrent use: the agent loop
-// appends to it while the runtime's notice listener injects into it.
+// Session is an agent's transcript. A Sim makes one for every agent it registers
+// (Sim.Register, Sim.Session) and wires it to the runtime as the agent's notice
+// injector. It is safe for concurrent use: the agent loop appends to it while the
+// runtime's notice listener injects into it.
 type Session struct {
 	id       messages.AgentID
 	observer func(Entry) // called after every append, outside the lock; may be nil
@@ -56,23 +61,20 @@ type Session struct {
 	changed chan struct{} // closed (and replaced) on every append
 }
 
-// NewSession returns an empty session for agent id. observer, if not nil, is called
+// newSession returns an empty session for agent id. observer, if not nil, is called
 // with every entry appended, on the appending goroutine.
-func NewSession(id messages.AgentID, observer func(Entry)) *Session {
+func newSession(id messages.AgentID, observer func(Entry)) *Session {
 	return &Session{id: id, observer: observer, changed: make(chan struct{})}
 }
 
-// ID is the session's agent id.
-func (s *Session) ID() messages.AgentID { return s.id }
-
-// Append adds e (its Seq, Time and Agent are filled in) and returns it as stored.
-func (s *Session) Append(e Entry) Entry {
+// append adds e (its Seq, Time and Agent are filled in) and returns it as stored.
+func (s *Session) append(e Entry) Entry {
 	s.mu.Lock()
 	e.Seq = len(s.entries)
 	e.Time = time.Now()
 	e.Agent = s.id
 	s.entries = append(s.entries, e)
-	if e.Kind == EntryNotice {
+	if e.Kind == entryNotice {
 		s.notices++
 	}
 	close(s.changed)
@@ -84,11 +86,11 @@ func (s *Session) Append(e Entry) Entry {
 	return e
 }
 
-// Inject appends a completion notice. It has the shape of messages.Injector, so
-// actors.WithInjector(s.Inject) wires the session to the runtime. It never blocks
+// inject appends a completion notice. It has the shape of messages.Injector, so
+// actors.WithInjector(s.inject) wires the session to the runtime. It never blocks
 // on the agent loop.
-func (s *Session) Inject(_ context.Context, text string) error {
-	s.Append(Entry{Kind: EntryNotice, Text: text})
+func (s *Session) inject(_ context.Context, text string) error {
+	s.append(Entry{Kind: entryNotice, Text: text})
 	return nil
 }
 
@@ -99,8 +101,8 @@ func (s *Session) Entries() []Entry {
 	return append([]Entry(nil), s.entries...)
 }
 
-// Since returns a copy of the entries from position from on.
-func (s *Session) Since(from int) []Entry {
+// since returns a copy of the entries from position from on.
+func (s *Session) since(from int) []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if from >= len(s.entries) {
@@ -109,29 +111,29 @@ func (s *Session) Since(from int) []Entry {
 	return append([]Entry(nil), s.entries[max(from, 0):]...)
 }
 
-// Len is the number of entries.
-func (s *Session) Len() int {
+// size is the number of entries.
+func (s *Session) size() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.entries)
 }
 
-// Notices returns the texts of the notices injected so far, in order.
-func (s *Session) Notices() []string {
+// noticeTexts returns the texts of the notices injected so far, in order.
+func (s *Session) noticeTexts() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]string, 0, s.notices)
 	for _, e := range s.entries {
-		if e.Kind == EntryNotice {
+		if e.Kind == entryNotice {
 			out = append(out, e.Text)
 		}
 	}
 	return out
 }
 
-// WaitNotices blocks until the session holds at least n notices in total, or ctx
+// waitNotices blocks until the session holds at least n notices in total, or ctx
 // ends (returning ctx's error).
-func (s *Session) WaitNotices(ctx context.Context, n int) error {
+func (s *Session) waitNotices(ctx context.Context, n int) error {
 	for {
 		s.mu.Lock()
 		have, changed := s.notices, s.changed

@@ -18,11 +18,14 @@ import (
 	"github.com/taskrt/taskrt/tools"
 )
 
-// ModelFactory makes a fresh model instance: each sub-agent run gets its own.
-type ModelFactory func() Model
+// ErrNotQuiescent is returned, wrapped with the live counts, by Sim.Close and
+// RunScript when something outlived its owner: after every agent was disposed and
+// the runtime closed, a task, agent, actor or bash process was still live.
+var ErrNotQuiescent = errors.New("not quiescent after close")
 
-// Option configures a Sim. Options are made by the With… functions below; as
-// everywhere in taskrt, a zero or negative value keeps the default.
+// Option configures a Sim (New), and the Sim a scenario or a script plays on (Play,
+// RunScript). Options are made by the With… functions and ParseModels; as everywhere
+// in taskrt, a zero or negative value keeps the default.
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
@@ -31,62 +34,44 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	runtimeOpts  []actors.Option
-	taskOpts     []tools.TaskOption
 	bashOpts     []bash.Option
-	bashToolOpts []tools.BashOption
-	models       map[string]ModelFactory
-	scripts      map[string]ModelScript
+	models       map[string]func() Model
+	scripts      map[string]modelScript
 	defaultModel string
 	observer     func(Event)
-	maxSteps     int
 	runner       tools.BashRunner // nil: the Sim's own bash producer
 }
 
-// WithRuntimeOptions passes options to actors.NewRuntime (an owner limit, a settle
-// timeout, a logger).
+// WithRuntimeOptions passes options to actors.NewRuntime: an owner limit (or
+// actors.WithoutOwnerLimit), a queue, a global limit, a settle timeout, a logger, a
+// meter provider.
 func WithRuntimeOptions(opts ...actors.Option) Option {
 	return optionFunc(func(c *config) { c.runtimeOpts = append(c.runtimeOpts, opts...) })
 }
 
-// WithoutOwnerLimit removes the runtime's cap on the running tasks of one owner:
-// the explicit option for "none", since a zero limit keeps the default.
-func WithoutOwnerLimit() Option {
-	return WithRuntimeOptions(actors.WithoutOwnerLimit())
-}
-
-// WithTaskToolOptions passes options to tools.NewTaskTools.
-func WithTaskToolOptions(opts ...tools.TaskOption) Option {
-	return optionFunc(func(c *config) { c.taskOpts = append(c.taskOpts, opts...) })
-}
-
-// WithBashOptions passes options to bash.New.
+// WithBashOptions passes options to bash.New: a sandbox, a grace period, a shell.
 func WithBashOptions(opts ...bash.Option) Option {
 	return optionFunc(func(c *config) { c.bashOpts = append(c.bashOpts, opts...) })
 }
 
-// WithBashToolOptions passes options to tools.NewBash; an invalid one (a missing
-// working directory, a malformed environment entry) makes New fail.
-func WithBashToolOptions(opts ...tools.BashOption) Option {
-	return optionFunc(func(c *config) { c.bashToolOpts = append(c.bashToolOpts, opts...) })
+// WithModel registers a model under name: every agent or sub-agent that names it
+// gets a fresh instance from newModel. It replaces a built-in model of the same
+// name, and one an earlier option registered.
+func WithModel(name string, newModel func() Model) Option {
+	return optionFunc(func(c *config) {
+		c.models[name] = newModel
+		delete(c.scripts, name)
+	})
 }
 
-// WithBashRunner runs the bash tool's commands with r instead of the Sim's own
-// bash producer (a *remote.Producer runs them on workers: see WorkerSpec).
-func WithBashRunner(r tools.BashRunner) Option {
-	return optionFunc(func(c *config) { c.runner = r })
-}
-
-// WithScript registers a scripted model under name: every agent or sub-agent that
-// names it gets a fresh Scripted playing script from its first step. It replaces a
-// built-in model of the same name.
-func WithScript(name string, script ModelScript) Option {
-	return optionFunc(func(c *config) { c.scripts[name] = script })
-}
-
-// WithModel registers a model factory under name, like WithScript for models that
-// are not scripts.
-func WithModel(name string, f ModelFactory) Option {
-	return optionFunc(func(c *config) { c.models[name] = f })
+// withScript registers a scripted model under name: every agent or sub-agent that
+// names it gets a fresh instance playing script from its first step. It replaces a
+// built-in model of the same name, and one an earlier option registered.
+func withScript(name string, script modelScript) Option {
+	return optionFunc(func(c *config) {
+		c.scripts[name] = script
+		delete(c.models, name)
+	})
 }
 
 // WithDefaultModel names the model a subagent call without a model argument runs
@@ -106,26 +91,23 @@ func WithObserver(f func(Event)) Option {
 	return optionFunc(func(c *config) { c.observer = f })
 }
 
-// WithMaxSteps bounds the model steps of each turn (default DefaultMaxSteps; n <= 0
-// keeps it).
-func WithMaxSteps(n int) Option {
-	return optionFunc(func(c *config) {
-		if n > 0 {
-			c.maxSteps = n
-		}
-	})
+// withBashRunner runs the bash tool's commands with r instead of the Sim's own bash
+// producer (a scenario's workers: a *remote.Producer runs them over NATS).
+func withBashRunner(r tools.BashRunner) Option {
+	return optionFunc(func(c *config) { c.runner = r })
 }
 
 // Sim is one simulated harness: a taskrt runtime with the task tools attached, the
 // bash and subagent tools, their producers, a set of named models, and the sessions
-// of its agents. Sim is the sub-agent producer's Launcher. Create it with New and
-// Close it when done.
+// of its agents. A sub-agent is a child agent of its own ("a1/sub-1"), with a session
+// and a fresh instance of its model, launched through a Launcher the Sim owns.
+// Create a Sim with New and Close it when done.
 type Sim struct {
 	rt        *actors.Runtime
 	taskTools *tools.TaskTools
 	bash      *bash.Producer
 	set       tools.Set
-	gates     Gates
+	gates     gateSet
 	cfg       config
 	unsub     func()
 	start     time.Time
@@ -136,7 +118,7 @@ type Sim struct {
 	sessions map[messages.AgentID]*Session
 	agents   []messages.AgentID                    // live agents in registration order
 	parents  map[messages.AgentID]messages.AgentID // of the live agents
-	scripted []*Scripted
+	scripted []*scripted
 	calls    map[string]int                       // model invocations by model name
 	settled  []TaskInfo                           // every settlement, in order
 	started  map[messages.TaskID]messages.AgentID // tasks started through the tools, by caller
@@ -147,17 +129,18 @@ type Sim struct {
 
 // New builds a Sim: a runtime, the task tools (attached as its control surface), a
 // bash producer and tool, and a subagent producer (launching through the Sim) and
-// tool, plus the built-in models (see BuiltinModels) and those given as options.
+// tool, plus the built-in models (echo, bash, error, max-tokens, refusal, hang: see
+// README.md) and those given as options.
 func New(opts ...Option) (*Sim, error) {
-	cfg := config{models: map[string]ModelFactory{}, scripts: map[string]ModelScript{}, defaultModel: "echo", maxSteps: DefaultMaxSteps}
-	for name, sc := range BuiltinModels() {
+	cfg := config{models: map[string]func() Model{}, scripts: map[string]modelScript{}, defaultModel: "echo"}
+	for name, sc := range builtinModels() {
 		cfg.scripts[name] = sc
 	}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
 	for name, sc := range cfg.scripts {
-		if err := sc.Validate(); err != nil {
+		if err := sc.validate(); err != nil {
 			return nil, fmt.Errorf("model %s: %w", name, err)
 		}
 	}
@@ -184,7 +167,7 @@ func New(opts ...Option) (*Sim, error) {
 	}
 	// The simulated harness offers start keys (tools.WithStartKeys): scripts and
 	// scenarios play a harness that retries a start.
-	bashTool, err := tools.NewBashWithRunner(rt, run, append([]tools.BashOption{tools.WithStartKeys()}, cfg.bashToolOpts...)...)
+	bashTool, err := tools.NewBashWithRunner(rt, run, tools.WithStartKeys())
 	if err != nil {
 		_ = rt.Close(context.Background())
 		return nil, err
@@ -192,8 +175,8 @@ func New(opts ...Option) (*Sim, error) {
 	// task_input waits up to ten seconds for a task's first reply (the tools' default
 	// is one): a reply comes as soon as it is printed, so this costs nothing, and it
 	// keeps a scenario's expectations from racing a loaded machine.
-	s.taskTools = tools.NewTaskTools(rt, append([]tools.TaskOption{tools.WithInputWait(10 * time.Second)}, cfg.taskOpts...)...)
-	all := append(s.taskTools.Tools(), bashTool, tools.NewSubagent(rt, subagent.New(s)))
+	s.taskTools = tools.NewTaskTools(rt, tools.WithInputWait(10*time.Second))
+	all := append(s.taskTools.Tools(), bashTool, tools.NewSubagent(rt, subagent.New(s.launcher)))
 	if s.set, err = tools.NewSet(all...); err != nil {
 		s.taskTools.Close()
 		_ = rt.Close(context.Background())
@@ -203,24 +186,15 @@ func New(opts ...Option) (*Sim, error) {
 	return s, nil
 }
 
-// Runtime is the Sim's task runtime.
+// Runtime is the Sim's task runtime: its Tasks and Agents, its Stats.
 func (s *Sim) Runtime() *actors.Runtime { return s.rt }
 
-// Tools is the Sim's tool set.
-func (s *Sim) Tools() tools.Set { return s.set }
+// noticeStats reports what the notice injector did.
+func (s *Sim) noticeStats() tools.NoticeStats { return s.taskTools.Notices() }
 
-// Gates are the gates the Sim's scripted models share.
-func (s *Sim) Gates() *Gates { return &s.gates }
-
-// Notices reports what the notice injector did.
-func (s *Sim) Notices() tools.NoticeStats { return s.taskTools.Notices() }
-
-// Processes counts the live processes of the Sim's bash tasks.
-func (s *Sim) Processes() int { return s.bash.Live() }
-
-// Containment says how the Sim's bash producer contains commands: "cgroup" or
+// containment says how the Sim's bash producer contains commands: "cgroup" or
 // "sweep", with the reason when it could not use cgroups.
-func (s *Sim) Containment() string {
+func (s *Sim) containment() string {
 	c := s.bash.Containment().String()
 	if d := s.bash.ContainmentDetail(); d != "" {
 		c += " (" + d + ")"
@@ -228,9 +202,9 @@ func (s *Sim) Containment() string {
 	return c
 }
 
-// Call executes a tool call as caller ("" = the no-agent caller). Results carrying a
-// background handle are reported to the observer as task starts, with the task's
-// kind and label.
+// Call executes a tool call as caller ("" = the no-agent caller), as a model's call
+// would be executed. Results carrying a background handle are reported to the
+// observer as task starts, with the task's kind and label.
 func (s *Sim) Call(ctx context.Context, caller messages.AgentID, name string, args json.RawMessage) tools.Result {
 	r := s.set.Call(ctx, caller, name, args)
 	h, ok := r.Data.(tools.Handle)
@@ -246,7 +220,7 @@ func (s *Sim) Call(ctx context.Context, caller messages.AgentID, name string, ar
 		if snap, err := s.rt.Tasks().Get(ctx, h.TaskID, caller); err == nil {
 			ti.Kind, ti.Label = snap.Kind, snap.Label
 		}
-		s.emit(Event{Type: EventTaskStarted, Agent: caller, Task: &ti})
+		s.emit(Event{Type: eventStarted, Agent: caller, Task: &ti})
 	}
 	return r
 }
@@ -259,8 +233,8 @@ func kindOf(id messages.TaskID) string {
 // Register registers a top-level agent (or, with parent set, a child agent of
 // parent) with a new session as its notice injector, and returns the session.
 func (s *Sim) Register(ctx context.Context, id, parent messages.AgentID) (*Session, error) {
-	sess := NewSession(id, s.observeEntry)
-	opts := []actors.AgentOption{actors.WithInjector(sess.Inject)}
+	sess := newSession(id, s.observeEntry)
+	opts := []actors.AgentOption{actors.WithInjector(sess.inject)}
 	if parent != "" {
 		opts = append(opts, actors.WithParent(parent))
 	}
@@ -272,7 +246,7 @@ func (s *Sim) Register(ctx context.Context, id, parent messages.AgentID) (*Sessi
 	s.agents = append(s.agents, id)
 	s.parents[id] = parent
 	s.mu.Unlock()
-	s.emit(Event{Type: EventAgentRegistered, Agent: id, Parent: parent})
+	s.emit(Event{Type: eventRegistered, Agent: id, Parent: parent})
 	return sess, nil
 }
 
@@ -298,7 +272,7 @@ func (s *Sim) Dispose(ctx context.Context, id messages.AgentID) error {
 	}
 	s.mu.Unlock()
 	if was {
-		s.emit(Event{Type: EventAgentDisposed, Agent: id})
+		s.emit(Event{Type: eventDisposed, Agent: id})
 	}
 	return nil
 }
@@ -333,8 +307,8 @@ func (s *Sim) transcripts() map[messages.AgentID][]Entry {
 	return out
 }
 
-// Session returns an agent's session, or nil. Sessions stay readable after their
-// agent was disposed.
+// Session returns an agent's session (a sub-agent's too), or nil. Sessions stay
+// readable after their agent was disposed.
 func (s *Sim) Session(id messages.AgentID) *Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -348,29 +322,29 @@ func (s *Sim) Agent(id messages.AgentID, model string) (*Agent, error) {
 	if sess == nil {
 		return nil, fmt.Errorf("agent %s is not registered", id)
 	}
-	m, err := s.NewModel(model)
+	m, err := s.newModel(model)
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{ID: id, Session: sess, Model: m, Tools: s, MaxSteps: s.cfg.maxSteps}, nil
+	return &Agent{id: id, session: sess, model: m, tools: s, maxSteps: defaultMaxSteps}, nil
 }
 
-// NewModel returns a fresh instance of the named model; its invocations are counted
-// (ModelCalls).
-func (s *Sim) NewModel(name string) (Model, error) {
+// newModel returns a fresh instance of the named model; its invocations are counted
+// (modelCalls).
+func (s *Sim) newModel(name string) (Model, error) {
 	var m Model
 	if f, ok := s.cfg.models[name]; ok {
 		m = f()
 	} else if sc, ok := s.cfg.scripts[name]; ok {
-		sm := NewScripted(name, sc, &s.gates)
+		sm := newScripted(name, sc, &s.gates)
 		s.mu.Lock()
 		s.scripted = append(s.scripted, sm)
 		s.mu.Unlock()
 		m = sm
 	} else {
-		return nil, fmt.Errorf("unknown model %q (known: %s)", name, strings.Join(s.ModelNames(), ", "))
+		return nil, fmt.Errorf("unknown model %q (known: %s)", name, strings.Join(s.modelNames(), ", "))
 	}
-	return ModelFunc(func(ctx context.Context, sess *Session) (Step, error) {
+	return modelFunc(func(ctx context.Context, sess *Session) (Step, error) {
 		s.mu.Lock()
 		s.calls[name]++
 		s.mu.Unlock()
@@ -378,8 +352,8 @@ func (s *Sim) NewModel(name string) (Model, error) {
 	}), nil
 }
 
-// ModelNames lists the registered models, sorted.
-func (s *Sim) ModelNames() []string {
+// modelNames lists the registered models, sorted.
+func (s *Sim) modelNames() []string {
 	var names []string
 	for n := range s.cfg.scripts {
 		names = append(names, n)
@@ -393,8 +367,8 @@ func (s *Sim) ModelNames() []string {
 	return names
 }
 
-// ModelCalls reports how many times each model was asked for a step.
-func (s *Sim) ModelCalls() map[string]int {
+// modelCalls reports how many times each model was asked for a step.
+func (s *Sim) modelCalls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]int, len(s.calls))
@@ -404,26 +378,27 @@ func (s *Sim) ModelCalls() map[string]int {
 	return out
 }
 
-// Failures returns every failed script expectation so far.
-func (s *Sim) Failures() []string {
+// failures returns every failed script expectation so far.
+func (s *Sim) failures() []string {
 	s.mu.Lock()
-	sms := append([]*Scripted(nil), s.scripted...)
+	sms := append([]*scripted(nil), s.scripted...)
 	s.mu.Unlock()
 	var out []string
 	for _, m := range sms {
-		out = append(out, m.Failures()...)
+		out = append(out, m.failed()...)
 	}
 	return out
 }
 
-// Settled returns every task settlement seen so far, in settlement order.
-func (s *Sim) Settled() []TaskInfo {
+// settledTasks returns every task settlement seen so far, in settlement order.
+func (s *Sim) settledTasks() []TaskInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]TaskInfo(nil), s.settled...)
 }
 
-// Stats is a point-in-time count of the Sim's live state.
+// Stats is a count of a Sim's live state: a Report's quiescence after the play, and
+// a script's stats line.
 type Stats struct {
 	LiveTasks  int `json:"live_tasks"`  // tasks not yet terminal
 	LiveAgents int `json:"live_agents"` // registered agents
@@ -431,11 +406,8 @@ type Stats struct {
 	Processes  int `json:"processes"`   // live processes of the Sim's bash tasks
 }
 
-// Zero reports whether nothing is live.
-func (st Stats) Zero() bool { return st == Stats{} }
-
-// Stats reports the live counts.
-func (s *Sim) Stats() Stats {
+// stats reports the live counts.
+func (s *Sim) stats() Stats {
 	rs := s.rt.Stats()
 	return Stats{LiveTasks: rs.Running, LiveAgents: rs.Agents, LiveActors: rs.Actors, Processes: s.bash.Live()}
 }
@@ -443,8 +415,22 @@ func (s *Sim) Stats() Stats {
 // Close disposes every agent still registered (children with their parents), closes
 // the runtime (cancelling every task still live and awaiting it), aborts sub-agent
 // runs that outlived their task (a foreground run whose caller never returned), and
-// waits for every goroutine the Sim started. It is idempotent.
+// waits for every goroutine the Sim started. Then it checks that nothing outlived
+// its owner: when a task, agent, actor or bash process is still live, it returns
+// ErrNotQuiescent. It is idempotent.
 func (s *Sim) Close(ctx context.Context) error {
+	if err := s.close(ctx); err != nil {
+		return err
+	}
+	if st := s.stats(); st != (Stats{}) {
+		return fmt.Errorf("%w: live tasks %d, agents %d, actors %d, processes %d",
+			ErrNotQuiescent, st.LiveTasks, st.LiveAgents, st.LiveActors, st.Processes)
+	}
+	return nil
+}
+
+// close is Close without the quiescence check: Play reports quiescence instead.
+func (s *Sim) close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -479,9 +465,9 @@ func (s *Sim) Close(ctx context.Context) error {
 }
 
 // catchUp waits until the runtime's listeners have handled every settlement that
-// happened so far of the tasks started through the tools: the Sim's (Settled) and
-// the notice injector's (Notices). The runtime's listeners are silent from the
-// moment its Close begins, so a settlement still queued for one then would be
+// happened so far of the tasks started through the tools: the Sim's (settledTasks)
+// and the notice injector's (noticeStats). The runtime's listeners are silent from
+// the moment its Close begins, so a settlement still queued for one then would be
 // missing from the report. A task still running is not waited for: it ends in the
 // runtime's Close, which no listener reports.
 func (s *Sim) catchUp(ctx context.Context) error {
@@ -539,11 +525,11 @@ func (s *Sim) onDone(snap messages.Snapshot) {
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
-	s.emit(Event{Type: EventTaskSettled, Agent: snap.Owner, Task: &ti})
+	s.emit(Event{Type: eventSettled, Agent: snap.Owner, Task: &ti})
 }
 
 func (s *Sim) observeEntry(e Entry) {
-	s.emit(Event{Type: EventEntry, Agent: e.Agent, Entry: &e})
+	s.emit(Event{Type: eventEntry, Agent: e.Agent, Entry: &e})
 }
 
 func (s *Sim) emit(e Event) {
@@ -557,26 +543,20 @@ func (s *Sim) emit(e Event) {
 	s.cfg.observer(e)
 }
 
-// ---- the sub-agent Launcher ----
+// ---- the sub-agents ----
 
-// Launch implements subagent.Launcher through the Sim's Launcher: it registers
-// req.Child (a child agent of req.Parent) with a session of its own and runs one turn
-// of the requested model (the default model when req.Model is empty) on req.Prompt,
-// on a goroutine the Sim owns. The run's context is not derived from ctx: a
-// background run outlives the call that started it and ends only through Cancel or
-// on its own.
-func (s *Sim) Launch(ctx context.Context, req subagent.Request) (subagent.Run, error) {
-	return s.launcher.Launch(ctx, req)
-}
-
-// registerChild is the Sim's RegisterFunc: a child agent with a session and a fresh
-// instance of its model, whose run is one turn on the prompt.
+// registerChild is the register function of the Sim's Launcher: it registers
+// req.Child (a child agent of req.Parent) with a session of its own and a fresh
+// instance of the requested model (the default model when req.Model is empty), and
+// its run is one turn on req.Prompt. The subagent producer launches children through
+// the Launcher: a background run outlives the call that started it and ends only
+// through Cancel or on its own.
 func (s *Sim) registerChild(ctx context.Context, req subagent.Request) (Child, error) {
 	name := req.Model
 	if name == "" {
 		name = s.cfg.defaultModel
 	}
-	model, err := s.NewModel(name)
+	model, err := s.newModel(name)
 	if err != nil {
 		return Child{}, err
 	}
@@ -590,7 +570,7 @@ func (s *Sim) registerChild(ctx context.Context, req subagent.Request) (Child, e
 	if err != nil {
 		return Child{}, err
 	}
-	agent := &Agent{ID: req.Child, Session: sess, Model: model, Tools: s, MaxSteps: s.cfg.maxSteps, Progress: req.Progress}
+	agent := &Agent{id: req.Child, session: sess, model: model, tools: s, maxSteps: defaultMaxSteps, progress: req.Progress}
 	return Child{
 		Run:     func(ctx context.Context) subagent.Result { return agent.Turn(ctx, req.Prompt) },
 		Dispose: func(ctx context.Context) error { return s.Dispose(ctx, req.Child) },

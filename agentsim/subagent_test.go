@@ -1,4 +1,4 @@
-package agentsim_test
+package agentsim
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/actors"
-	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/tools"
 )
@@ -28,7 +27,7 @@ func TestParentTurnEndsWithoutCollecting(t *testing.T) {
 	}
 	var notices []string
 	for _, e := range rep.Transcripts["a1"] {
-		if e.Kind == agentsim.EntryNotice {
+		if e.Kind == entryNotice {
 			notices = append(notices, e.Text)
 		}
 	}
@@ -89,17 +88,17 @@ func TestOwnerCapGivesAClearError(t *testing.T) {
 }
 
 // gated is a scripted child that answers "findings" once the gate "release" opens.
-var gated = agentsim.ModelScript{Steps: []agentsim.ScriptStep{{Await: "release", Answer: ptr("findings")}}}
+var gated = modelScript{Steps: []scriptStep{{Await: "release", Answer: ptr("findings")}}}
 
 func ptr(s string) *string { return &s }
 
-func call(t *testing.T, sim *agentsim.Sim, ctx context.Context, caller messages.AgentID, tool, args string) tools.Result {
+func call(t *testing.T, sim *Sim, ctx context.Context, caller messages.AgentID, tool, args string) tools.Result {
 	t.Helper()
 	return sim.Call(ctx, caller, tool, json.RawMessage(args))
 }
 
 func TestCancellingAWaitLeavesTheChildRunning(t *testing.T) {
-	sim := newSim(t, agentsim.WithScript("gated", gated))
+	sim := newSim(t, withScript("gated", gated))
 	ctx := ctxT(t)
 	if _, err := sim.Register(ctx, "a1", ""); err != nil {
 		t.Fatal(err)
@@ -122,12 +121,12 @@ func TestCancellingAWaitLeavesTheChildRunning(t *testing.T) {
 		t.Fatalf("after the cancelled wait: %+v, %v; want running and unreported", s, err)
 	}
 
-	sim.Gates().Open("release")
+	sim.gates.open("release")
 	r = call(t, sim, ctx, "a1", "task_output", `{"task_id":"`+string(id)+`","wait":true,"timeout_ms":60000}`)
 	if want := "findings\n[status: completed]"; r.Text != want || r.IsError {
 		t.Errorf("collect = %+v, want %q", r, want)
 	}
-	if got := sim.ModelCalls()["gated"]; got != 1 {
+	if got := sim.modelCalls()["gated"]; got != 1 {
 		t.Errorf("child model calls = %d, want 1", got)
 	}
 }
@@ -152,7 +151,7 @@ func TestStartWithCancelledContextNeverRunsTheChild(t *testing.T) {
 			t.Errorf("a failed start returned data %v", r.Data)
 		}
 	}
-	if got := sim.ModelCalls()["echo"]; got != 0 {
+	if got := sim.modelCalls()["echo"]; got != 0 {
 		t.Errorf("the child's model ran %d times, want 0", got)
 	}
 	if s := sim.Session("a1/sub-1"); s != nil {
@@ -172,13 +171,10 @@ func TestStartWithCancelledContextNeverRunsTheChild(t *testing.T) {
 // each with a background command, and disposes the top agent: Dispose returns only
 // once every descendant task and process is gone, and tasks settle deepest first.
 func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
-	sc, err := agentsim.LoadScenario("scenarios/three-levels.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var opts []agentsim.Option
-	for name, m := range sc.Models {
-		opts = append(opts, agentsim.WithScript(name, m))
+	sc := loadScenario(t, "scenarios/three-levels.json")
+	var opts []Option
+	for name, m := range sc.spec.Models {
+		opts = append(opts, withScript(name, m))
 	}
 	sim := newSim(t, opts...)
 	ctx := ctxT(t)
@@ -226,7 +222,7 @@ func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nothing is left the moment Dispose returns.
-	if got := sim.Processes(); got != 0 {
+	if got := sim.bash.Live(); got != 0 {
 		t.Errorf("%d bash processes alive after Dispose", got)
 	}
 	if got, want := sim.Runtime().Stats(), (actors.Stats{Actors: 1}); got != want {
@@ -278,11 +274,11 @@ func TestDisposingTheTopAgentIsTransitive(t *testing.T) {
 // awaitProcesses polls the Sim's live bash processes until there are want of them or
 // ctx ends, and returns the last count. Polling is for observing OS processes only:
 // the runtime's own state is awaited through its events.
-func awaitProcesses(ctx context.Context, sim *agentsim.Sim, want int) int {
+func awaitProcesses(ctx context.Context, sim *Sim, want int) int {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		got := sim.Processes()
+		got := sim.bash.Live()
 		if got == want {
 			return got
 		}
@@ -319,13 +315,13 @@ func ids(ss []messages.Snapshot) []messages.TaskID {
 func TestCloseEndsEverything(t *testing.T) {
 	started := make(chan struct{})
 	var once sync.Once
-	observe := func(e agentsim.Event) {
+	observe := func(e Event) {
 		// The foreground child's model is running once its prompt is in its session.
-		if e.Type == agentsim.EventEntry && e.Agent == "a1/sub-2" && e.Entry.Kind == agentsim.EntryUser {
+		if e.Type == eventEntry && e.Agent == "a1/sub-2" && e.Entry.Kind == entryUser {
 			once.Do(func() { close(started) })
 		}
 	}
-	sim := newSim(t, agentsim.WithObserver(observe))
+	sim := newSim(t, WithObserver(observe))
 	ctx := ctxT(t)
 	if _, err := sim.Register(ctx, "a1", ""); err != nil {
 		t.Fatal(err)
@@ -345,8 +341,8 @@ func TestCloseEndsEverything(t *testing.T) {
 	if res := <-fg; !res.IsError || !strings.Contains(res.Text, "[status: killed, aborted: runtime closed]") {
 		t.Errorf("foreground call after Close = %+v", res)
 	}
-	if st := sim.Stats(); !st.Zero() {
-		t.Errorf("Stats = %+v", st)
+	if st := sim.stats(); st != (Stats{}) {
+		t.Errorf("stats = %+v", st)
 	}
 	if err := sim.Close(ctx); err != nil {
 		t.Errorf("a second Close: %v", err)
@@ -360,15 +356,15 @@ func TestCloseEndsEverything(t *testing.T) {
 func TestCloseWaitsForTheListenersToCatchUp(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
-	observe := func(e agentsim.Event) {
+	observe := func(e Event) {
 		switch {
-		case e.Type == agentsim.EventTaskSettled && e.Task.ID == "bash-1":
+		case e.Type == eventSettled && e.Task.ID == "bash-1":
 			<-release // the Sim's listener falls behind: bash-2's settlement queues up
-		case e.Type == agentsim.EventAgentDisposed && e.Agent == "a1":
+		case e.Type == eventDisposed && e.Agent == "a1":
 			once.Do(func() { close(release) }) // Close has disposed a1; the runtime's close is next
 		}
 	}
-	sim, err := agentsim.New(agentsim.WithObserver(observe))
+	sim, err := New(WithObserver(observe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,14 +381,14 @@ func TestCloseWaitsForTheListenersToCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []messages.TaskID
-	for _, ti := range sim.Settled() {
+	for _, ti := range sim.settledTasks() {
 		got = append(got, ti.ID)
 	}
 	slices.Sort(got)
 	if want := []messages.TaskID{"bash-1", "bash-2"}; !slices.Equal(got, want) {
 		t.Errorf("settled = %v, want %v", got, want)
 	}
-	if n := sim.Notices(); n.Delivered+n.Suppressed+n.Failed != 2 {
+	if n := sim.noticeStats(); n.Delivered+n.Suppressed+n.Failed != 2 {
 		t.Errorf("notices = %+v, want both settlements handled", n)
 	}
 }
@@ -401,9 +397,9 @@ func TestCloseWaitsForTheListenersToCatchUp(t *testing.T) {
 // keeps the empty cgroups of settled commands for the next ones; Close removes them.
 func TestCloseLeavesNoCgroupOfTheSimsCommands(t *testing.T) {
 	sim := newSim(t)
-	parent, ok := strings.CutPrefix(sim.Containment(), "cgroup (a cgroup v2 per task under ")
+	parent, ok := strings.CutPrefix(sim.containment(), "cgroup (a cgroup v2 per task under ")
 	if !ok {
-		t.Skipf("not in cgroup mode here: %s", sim.Containment())
+		t.Skipf("not in cgroup mode here: %s", sim.containment())
 	}
 	parent = strings.TrimSuffix(parent, ")")
 	ctx := ctxT(t)

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/agentsim"
+	"github.com/taskrt/taskrt/agentsim/internal/demo"
 	"github.com/taskrt/taskrt/producers/bash"
 )
 
@@ -185,27 +186,28 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agentsim run: -timeout must not be negative")
 		return 2
 	}
-	sc := agentsim.Demo()
+	var sc *agentsim.Scenario
 	if fs.NArg() == 1 {
-		var err error
-		if sc, err = agentsim.LoadScenario(fs.Arg(0)); err != nil {
+		if sc, err = loadScenario(fs.Arg(0)); err != nil {
 			fmt.Fprintf(stderr, "agentsim run: %v\n", err)
 			return 2
 		}
+	} else if sc, err = agentsim.ParseScenario(bytes.NewReader(demo.JSON)); err != nil {
+		panic("agentsim: the built-in demo scenario is invalid: " + err.Error()) // TestDemoIsTheDemoFile parses it
 	}
 	if *timeout > 0 {
 		sc.TimeoutMS = int(timeout.Milliseconds())
 	}
-	mode := agentsim.RenderPlain
+	mode := renderPlain
 	switch {
 	case *jsonOut:
-		mode = agentsim.RenderJSON
+		mode = renderJSON
 	case !*plain && isTerminal(stdout):
-		mode = agentsim.RenderLive
+		mode = renderLive
 	}
-	r := agentsim.NewRenderer(stdout, mode)
-	r.Header(sc)
-	playOpts := append([]agentsim.Option{agentsim.WithObserver(r.Observe), agentsim.WithBashOptions(bash.WithSandbox(*sandbox))}, qopts...)
+	r := newRenderer(stdout, mode)
+	r.header(sc)
+	playOpts := append([]agentsim.Option{agentsim.WithObserver(r.observe), agentsim.WithBashOptions(bash.WithSandbox(*sandbox))}, qopts...)
 	var metrics *metricsReader
 	if *withMetrics {
 		metrics = newMetricsReader()
@@ -213,12 +215,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		playOpts = append(playOpts, agentsim.WithRuntimeOptions(actors.WithMeterProvider(metrics.provider)))
 	}
 	rep, err := agentsim.Play(ctx, sc, playOpts...)
-	r.Close()
+	r.close()
 	if err != nil {
 		fmt.Fprintf(stderr, "agentsim run: %v\n", err)
 		return 1
 	}
-	r.Summary(rep)
+	r.summary(rep)
 	if metrics != nil {
 		if err := metrics.write(context.WithoutCancel(ctx), stdout, *jsonOut); err != nil {
 			fmt.Fprintf(stderr, "agentsim run: metrics: %v\n", err)
@@ -229,7 +231,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agentsim run: %v\n", context.Cause(ctx))
 		return 1
 	}
-	if !rep.OK() {
+	if len(rep.Failures) > 0 {
 		return 1
 	}
 	return 0
@@ -274,14 +276,12 @@ func scriptCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 			fmt.Fprintf(stderr, "agentsim script: %v\n", err)
 			return 2
 		}
-		for name, m := range models {
-			opts = append(opts, agentsim.WithScript(name, m))
-		}
+		opts = append(opts, models)
 	}
 	opts = append(opts, agentsim.WithDefaultModel(*defaultModel))
 	switch {
 	case *noOwnerLimit:
-		opts = append(opts, agentsim.WithoutOwnerLimit())
+		opts = append(opts, agentsim.WithRuntimeOptions(actors.WithoutOwnerLimit()))
 	case *ownerLimit > 0: // 0 keeps the runtime's default, as WithOwnerLimit(0) does
 		opts = append(opts, agentsim.WithRuntimeOptions(actors.WithOwnerLimit(*ownerLimit)))
 	}
@@ -307,22 +307,30 @@ func scriptCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return 0
 }
 
-func loadModels(path string) (map[string]agentsim.ModelScript, error) {
+// loadScenario reads and validates a scenario file.
+func loadScenario(path string) (*agentsim.Scenario, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	var models map[string]agentsim.ModelScript
-	if err := dec.Decode(&models); err != nil {
-		return nil, fmt.Errorf("%s: invalid models file: %w", path, err)
+	sc, err := agentsim.ParseScenario(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	for name, m := range models {
-		if err := m.Validate(); err != nil {
-			return nil, fmt.Errorf("%s: model %s: %w", path, name, err)
-		}
+	return sc, nil
+}
+
+// loadModels reads a -models file: the option that registers its scripted models.
+func loadModels(path string) (agentsim.Option, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	models, err := agentsim.ParseModels(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return models, nil
 }

@@ -1,4 +1,4 @@
-package agentsim
+package main
 
 import (
 	"encoding/json"
@@ -11,29 +11,32 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/taskrt/taskrt/agentsim"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/tools"
 )
 
-// RenderMode selects how a Renderer writes.
-type RenderMode int
+// renderMode selects how a renderer writes.
+type renderMode int
 
 // The render modes.
 const (
-	// RenderPlain writes one readable line per event, nothing else: for logs, pipes
-	// and files.
-	RenderPlain RenderMode = iota
-	// RenderLive is RenderPlain plus a status line (elapsed time, running tasks)
+	// renderPlain writes one readable line per event, nothing else: for logs, pipes
+	// and files (-plain).
+	renderPlain renderMode = iota
+	// renderLive is renderPlain plus a status line (elapsed time, running tasks)
 	// redrawn in place below the transcript: for terminals.
-	RenderLive
-	// RenderJSON writes every event as one JSON object per line, then the report.
-	RenderJSON
+	renderLive
+	// renderJSON writes every event as one JSON object per line, then the report
+	// (-json).
+	renderJSON
 )
 
-// Renderer writes a Sim's events as they happen, and a report at the end. Pass its
-// Observe method to WithObserver. It is safe for concurrent use.
-type Renderer struct {
-	mode RenderMode
+// renderer writes a Sim's events as they happen, and a report at the end: what
+// `agentsim run` prints. Pass its observe method to agentsim.WithObserver. It is safe
+// for concurrent use.
+type renderer struct {
+	mode renderMode
 
 	mu      sync.Mutex // protects w, running, shown, start
 	w       io.Writer
@@ -45,17 +48,17 @@ type Renderer struct {
 	wg   sync.WaitGroup // the status line ticker
 }
 
-// NewRenderer returns a Renderer writing to w. In RenderLive mode it starts a ticker
-// that redraws the status line; Close stops it.
-func NewRenderer(w io.Writer, mode RenderMode) *Renderer {
-	r := &Renderer{mode: mode, w: w, start: time.Now(), stop: make(chan struct{})}
-	if mode == RenderLive {
+// newRenderer returns a renderer writing to w. In renderLive mode it starts a ticker
+// that redraws the status line; close stops it.
+func newRenderer(w io.Writer, mode renderMode) *renderer {
+	r := &renderer{mode: mode, w: w, start: time.Now(), stop: make(chan struct{})}
+	if mode == renderLive {
 		r.wg.Go(r.tick)
 	}
 	return r
 }
 
-func (r *Renderer) tick() {
+func (r *renderer) tick() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -70,8 +73,8 @@ func (r *Renderer) tick() {
 	}
 }
 
-// Close stops the status line ticker and clears the status line.
-func (r *Renderer) Close() {
+// close stops the status line ticker and clears the status line.
+func (r *renderer) close() {
 	select {
 	case <-r.stop:
 		return
@@ -84,9 +87,9 @@ func (r *Renderer) Close() {
 	r.mu.Unlock()
 }
 
-// Header writes the scenario's title (text modes only).
-func (r *Renderer) Header(sc *Scenario) {
-	if r.mode == RenderJSON {
+// header writes the scenario's title (text modes only).
+func (r *renderer) header(sc *agentsim.Scenario) {
+	if r.mode == renderJSON {
 		return
 	}
 	r.mu.Lock()
@@ -99,17 +102,17 @@ func (r *Renderer) Header(sc *Scenario) {
 	fmt.Fprintln(r.w)
 }
 
-// Observe renders one event.
-func (r *Renderer) Observe(e Event) {
+// observe renders one event.
+func (r *renderer) observe(e agentsim.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch e.Type {
-	case EventTaskStarted:
+	case "started":
 		r.running = append(r.running, e.Task.ID)
-	case EventTaskSettled:
+	case "settled":
 		r.running = slices.DeleteFunc(r.running, func(id messages.TaskID) bool { return id == e.Task.ID })
 	}
-	if r.mode == RenderJSON {
+	if r.mode == renderJSON {
 		b, err := json.Marshal(e)
 		if err == nil {
 			r.w.Write(append(b, '\n'))
@@ -140,28 +143,28 @@ func (r *Renderer) Observe(e Event) {
 }
 
 // describe returns an event's column label and text; "" = not shown.
-func describe(e Event) (string, string) {
+func describe(e agentsim.Event) (string, string) {
 	switch e.Type {
-	case EventAgentRegistered:
+	case "registered":
 		if e.Parent != "" {
 			return "agent", "registered (child of " + string(e.Parent) + ")"
 		}
 		return "agent", "registered"
-	case EventAgentDisposed:
+	case "disposed":
 		return "agent", "disposed"
-	case EventTaskSettled:
+	case "settled":
 		t := e.Task
 		line := fmt.Sprintf("%s %s", t.ID, tools.StatusLine(messages.Snapshot{Status: t.Status, Detail: t.Detail}))
 		if t.Reported {
 			line += " (reported)"
 		}
 		return "settled", line
-	case EventEntry:
+	case "entry":
 		en := e.Entry
 		switch en.Kind {
-		case EntryUser:
+		case "user":
 			return "user", en.Text
-		case EntryAssistant:
+		case "assistant":
 			if !en.Final {
 				return "says", en.Text
 			}
@@ -174,15 +177,15 @@ func describe(e Event) (string, string) {
 				text = strings.TrimSpace(text + "\n[" + stop + "]")
 			}
 			return "answer", text
-		case EntryToolCall:
+		case "tool_call":
 			return "→ " + en.Tool, string(en.Args)
-		case EntryToolResult:
+		case "tool_result":
 			label := "← " + en.Tool
 			if en.IsError {
 				label = "✗ " + en.Tool
 			}
 			return label, en.Text
-		case EntryNotice:
+		case "notice":
 			return "notice", en.Text
 		}
 	}
@@ -198,8 +201,8 @@ func clip(s string, n int) string {
 
 // drawStatus redraws the status line (live mode, while tasks run). Called with r.mu
 // held.
-func (r *Renderer) drawStatus() {
-	if r.mode != RenderLive {
+func (r *renderer) drawStatus() {
+	if r.mode != renderLive {
 		return
 	}
 	if len(r.running) == 0 {
@@ -216,23 +219,23 @@ func (r *Renderer) drawStatus() {
 	r.shown = true
 }
 
-func (r *Renderer) clearStatus() {
+func (r *renderer) clearStatus() {
 	if r.shown {
 		fmt.Fprint(r.w, "\r\033[K")
 		r.shown = false
 	}
 }
 
-// Summary writes the report: tasks by final status, notices, quiescence, model
+// summary writes the report: tasks by final status, notices, quiescence, model
 // calls, and the expectations' verdict.
-func (r *Renderer) Summary(rep *Report) {
+func (r *renderer) summary(rep *agentsim.Report) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clearStatus()
-	if r.mode == RenderJSON {
+	if r.mode == renderJSON {
 		b, err := json.Marshal(struct {
 			Type string `json:"type"`
-			*Report
+			*agentsim.Report
 		}{"summary", rep})
 		if err == nil {
 			r.w.Write(append(b, '\n'))
@@ -268,7 +271,7 @@ func (r *Renderer) Summary(rep *Report) {
 	fmt.Fprintln(w)
 	q := rep.Quiescence
 	verdict := "ok"
-	if !q.Zero() {
+	if q != (agentsim.Stats{}) {
 		verdict = "NOT QUIESCENT"
 	}
 	fmt.Fprintf(w, "quiescence   live tasks %d, agents %d, actors %d, processes %d — %s\n",
@@ -286,7 +289,7 @@ func (r *Renderer) Summary(rep *Report) {
 	if rep.Sandbox != "" {
 		fmt.Fprintf(w, "sandbox      %s\n", rep.Sandbox)
 	}
-	if rep.OK() {
+	if len(rep.Failures) == 0 {
 		fmt.Fprintln(w, "result       PASS: every expectation met")
 		return
 	}
@@ -294,4 +297,13 @@ func (r *Renderer) Summary(rep *Report) {
 	for _, f := range rep.Failures {
 		fmt.Fprintf(w, "             - %s\n", f)
 	}
+}
+
+func sortedKeys[K ~string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
 }

@@ -1,11 +1,13 @@
-package agentsim_test
+package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/taskrt/taskrt/agentsim"
 )
@@ -39,22 +41,24 @@ const tinyScenario = `{
   "expect": {"statuses": {"completed": 1}}
 }`
 
-func playRendered(t *testing.T, mode agentsim.RenderMode) string {
+func playRendered(t *testing.T, mode renderMode) string {
 	t.Helper()
 	sc, err := agentsim.ParseScenario(strings.NewReader(tinyScenario))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var out syncBuffer
-	r := agentsim.NewRenderer(&out, mode)
-	r.Header(sc)
-	rep, err := agentsim.Play(ctxT(t), sc, agentsim.WithObserver(r.Observe))
-	r.Close()
+	r := newRenderer(&out, mode)
+	r.header(sc)
+	rep, err := agentsim.Play(ctx, sc, agentsim.WithObserver(r.observe))
+	r.close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Summary(rep)
-	if !rep.OK() {
+	r.summary(rep)
+	if len(rep.Failures) > 0 {
 		t.Errorf("failures: %q", rep.Failures)
 	}
 	return out.String()
@@ -62,7 +66,7 @@ func playRendered(t *testing.T, mode agentsim.RenderMode) string {
 
 func TestRenderer(t *testing.T) {
 	t.Run("plain lines and a summary", func(t *testing.T) {
-		out := playRendered(t, agentsim.RenderPlain)
+		out := playRendered(t, renderPlain)
 		for _, want := range []string{
 			"agentsim · tiny\n",
 			"a1         user          go\n",
@@ -86,13 +90,13 @@ func TestRenderer(t *testing.T) {
 		}
 	})
 	t.Run("live mode draws a status line", func(t *testing.T) {
-		out := playRendered(t, agentsim.RenderLive)
+		out := playRendered(t, renderLive)
 		if !strings.Contains(out, "running: bash-1") || !strings.Contains(out, "\r\033[K") {
 			t.Errorf("no status line in:\n%q", out)
 		}
 	})
 	t.Run("json mode writes one object per line, then the summary", func(t *testing.T) {
-		out := playRendered(t, agentsim.RenderJSON)
+		out := playRendered(t, renderJSON)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		types := map[string]int{}
 		for _, l := range lines {
@@ -118,7 +122,7 @@ func TestRenderer(t *testing.T) {
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
 			t.Fatal(err)
 		}
-		if sum.Type != "summary" || sum.Statuses["completed"] != 1 || !sum.Quiescence.Zero() || len(sum.Failures) != 0 {
+		if sum.Type != "summary" || sum.Statuses["completed"] != 1 || sum.Quiescence != (agentsim.Stats{}) || len(sum.Failures) != 0 {
 			t.Errorf("summary = %+v", sum)
 		}
 	})
