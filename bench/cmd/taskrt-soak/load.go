@@ -369,10 +369,10 @@ func (a *agent) list() {
 
 // ---- the sub-agents ----
 
-// registerChild is the soak's agentsim.RegisterFunc: each child is a registered agent
-// (a child of its parent) running one of three behaviours, named by the brief's model:
-// "quick" answers after a few milliseconds, "bash" runs a background command of its
-// own and waits for it, "hang" runs until it is cancelled.
+// registerChild is the soak's register function for agentsim.NewLauncher: each child
+// is a registered agent (a child of its parent) running one of three behaviours,
+// named by the brief's model: "quick" answers after a few milliseconds, "bash" runs a
+// background command of its own and waits for it, "hang" runs until it is cancelled.
 func (h *harness) registerChild(ctx context.Context, req subagent.Request) (agentsim.Child, error) {
 	opts := []actors.AgentOption{actors.WithInjector(h.inject)}
 	if req.Parent != "" {

@@ -13,10 +13,10 @@ import (
 	"github.com/taskrt/taskrt/producers/subagent"
 )
 
-// registerChild is the stress's agentsim.RegisterFunc: each child is a registered
-// agent (a child of its parent, a new incarnation) whose run follows the behavior
-// named by the brief's prompt. The shared agentsim.Launcher runs it, as it runs the
-// simulator's children, minus the model.
+// registerChild is the stress's register function for agentsim.NewLauncher: each
+// child is a registered agent (a child of its parent, a new incarnation) whose run
+// follows the behavior named by the brief's prompt. The shared agentsim.Launcher runs
+// it, as it runs the simulator's children, minus the model.
 func (h *harness) registerChild(ctx context.Context, req subagent.Request) (agentsim.Child, error) {
 	inc, err := h.register(ctx, req.Child, req.Parent)
 	if err != nil {
