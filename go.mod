@@ -9,7 +9,7 @@ require (
 )
 
 require (
-	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/chromedp/chromedp v0.23.0
 	pgregory.net/rapid v1.3.0
 )
