@@ -9,8 +9,8 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// DefaultEventBuffer is how many events a subscription holds for its reader.
-const DefaultEventBuffer = 1024
+// defaultEventBuffer is how many events a subscription holds for its reader.
+const defaultEventBuffer = 1024
 
 // Subscription is a stream of the runtime's events (Runtime.Subscribe). Read them
 // from Events; Close ends the subscription. A subscription that falls behind misses
@@ -51,7 +51,7 @@ func ForOwner(id messages.AgentID) SubscribeOption {
 }
 
 // WithEventBuffer sets how many events the subscription holds before it misses some
-// (default DefaultEventBuffer; n <= 0 keeps the default).
+// (default 1024; n <= 0 keeps the default).
 func WithEventBuffer(n int) SubscribeOption {
 	return subscribeOptionFunc(func(s *subscriber) {
 		if n > 0 {
@@ -67,7 +67,7 @@ func WithEventBuffer(n int) SubscribeOption {
 // costs the runtime nothing but the events it misses (see Subscription). It fails
 // with ErrClosed once the runtime is closing.
 func (rt *Runtime) Subscribe(ctx context.Context, opts ...SubscribeOption) (*Subscription, error) {
-	s := &subscriber{buffer: DefaultEventBuffer}
+	s := &subscriber{buffer: defaultEventBuffer}
 	for _, o := range opts {
 		o.applySub(s)
 	}

@@ -13,7 +13,7 @@ import (
 // Defaults for the runtime's options.
 const (
 	DefaultOwnerLimit    = 10
-	DefaultSettleTimeout = 30 * time.Second
+	defaultSettleTimeout = 30 * time.Second
 	DefaultRetention     = 100    // settled tasks per owner that keep their full record
 	DefaultTombstones    = 10_000 // evicted tasks per owner still answered from a tombstone
 )
@@ -52,11 +52,11 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		ownerLimit:    DefaultOwnerLimit,
-		settleTimeout: DefaultSettleTimeout,
+		settleTimeout: defaultSettleTimeout,
 		retention:     DefaultRetention,
 		tombstones:    DefaultTombstones,
 		ancestors:     true,
-		watchLimit:    DefaultWatchLimit,
+		watchLimit:    defaultWatchLimit,
 		logger:        slog.New(slog.DiscardHandler),
 	}
 }
@@ -104,7 +104,7 @@ func WithoutOwnerLimit() Option {
 // WithSettleTimeout bounds how long teardown (Dispose, Close) waits for a cancelled
 // task's Done, and for a start whose Run has not returned. A task that has not
 // settled by then is recorded failed with detail "abandoned: did not settle within …"
-// and counted in Stats.Abandoned; teardown goes on. Default DefaultSettleTimeout;
+// and counted in Stats.Abandoned; teardown goes on. Default 30 s;
 // d <= 0 keeps the default.
 func WithSettleTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {

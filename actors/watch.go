@@ -44,9 +44,9 @@ const (
 	DefaultWatchNotices = 20
 	// MaxWatchNotices is the largest notice cap a watch may have.
 	MaxWatchNotices = 1000
-	// DefaultWatchLimit is how many live watches one owner's tasks may have in all
+	// defaultWatchLimit is how many live watches one owner's tasks may have in all
 	// (WithWatchLimit).
-	DefaultWatchLimit = 16
+	defaultWatchLimit = 16
 	// watchLines is the most matching lines one notice shows; the rest are counted.
 	watchLines = 5
 	// watchLineRunes bounds one line in a notice.
@@ -127,7 +127,7 @@ func (t *Tasks) Watches(ctx context.Context, owner messages.AgentID) (map[messag
 }
 
 // WithWatchLimit bounds the live watches (Tasks.Watch) of one owner's tasks, in all
-// (default DefaultWatchLimit); over it, Watch fails with ErrWatchLimit. n <= 0 keeps
+// (default 16); over it, Watch fails with ErrWatchLimit. n <= 0 keeps
 // the default.
 func WithWatchLimit(n int) Option {
 	return optionFunc(func(c *config) {

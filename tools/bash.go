@@ -20,14 +20,14 @@ const BashName = "bash"
 
 // Defaults of the bash tool's foreground timeout.
 const (
-	DefaultBashTimeout    = 120 * time.Second
-	DefaultBashMaxTimeout = 600 * time.Second
+	defaultBashTimeout    = 120 * time.Second
+	defaultBashMaxTimeout = 600 * time.Second
 )
 
-// BashArgs are the arguments of the bash tool. RunInBackground is part of the schema
+// bashArgs are the arguments of the bash tool. RunInBackground is part of the schema
 // only when the tool's run_in_background is enabled (the default), and Stdin only when
 // stdin is enabled too (the default; see WithoutStdin).
-type BashArgs struct {
+type bashArgs struct {
 	Command           string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
 	TimeoutMS         int64  `json:"timeout_ms,omitempty" jsonschema:"The longest the command may run, in milliseconds; in the background too."`
 	RunInBackground   bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
@@ -36,7 +36,7 @@ type BashArgs struct {
 	Stdin             string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
 }
 
-// bashNoStdinArgs is BashArgs without stdin: the schema and decoder of a bash tool
+// bashNoStdinArgs is bashArgs without stdin: the schema and decoder of a bash tool
 // whose background commands take no input (WithoutStdin).
 type bashNoStdinArgs struct {
 	Command           string `json:"command" jsonschema:"The command to run with /bin/bash -c."`
@@ -46,7 +46,7 @@ type bashNoStdinArgs struct {
 	BackgroundAfterMS int64  `json:"background_after_ms,omitempty" jsonschema:"Foreground only: if the command is still running after this many milliseconds, move it to the background instead of waiting or killing it: the call returns its output so far and a background task id, as run_in_background would, and the command runs on as that task."`
 }
 
-// bashForegroundArgs is BashArgs without run_in_background: the schema and decoder of
+// bashForegroundArgs is bashArgs without run_in_background: the schema and decoder of
 // a bash tool whose background mode is disabled, so that schema and capability never
 // disagree.
 type bashForegroundArgs struct {
@@ -139,7 +139,7 @@ func WithStartKeys() BashOption {
 }
 
 // WithBashTimeout sets the foreground timeout used when a call gives no timeout_ms.
-// Values <= 0 keep the default, DefaultBashTimeout; a value above the maximum is
+// Values <= 0 keep the default, 120 s; a value above the maximum is
 // lowered to it.
 func WithBashTimeout(d time.Duration) BashOption {
 	return bashOptionFunc(func(c *bashConfig) {
@@ -150,7 +150,7 @@ func WithBashTimeout(d time.Duration) BashOption {
 }
 
 // WithBashMaxTimeout caps a foreground call's timeout_ms; a larger one is clamped and
-// the response says so. Values <= 0 keep the default, DefaultBashMaxTimeout.
+// the response says so. Values <= 0 keep the default, 600 s.
 // Background commands are not capped: they block no one.
 func WithBashMaxTimeout(d time.Duration) BashOption {
 	return bashOptionFunc(func(c *bashConfig) {
@@ -199,7 +199,7 @@ func NewBashWithRunner(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*B
 }
 
 func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*BashTool, error) {
-	cfg := bashConfig{background: true, stdin: true, timeout: DefaultBashTimeout, maxTimeout: DefaultBashMaxTimeout}
+	cfg := bashConfig{background: true, stdin: true, timeout: defaultBashTimeout, maxTimeout: defaultBashMaxTimeout}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
@@ -217,7 +217,7 @@ func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*BashTool, e
 	background := fmt.Sprintf(bashTimeoutBackgroundDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())
 	switch {
 	case cfg.stdin:
-		b.args = newArgSpec[BashArgs](minLength("command", 1), minimum("timeout_ms", 1),
+		b.args = newArgSpec[bashArgs](minLength("command", 1), minimum("timeout_ms", 1),
 			describe("timeout_ms", background), enum("stdin", bashStdinModes...))
 	case cfg.background:
 		b.args = newArgSpec[bashNoStdinArgs](minLength("command", 1), minimum("timeout_ms", 1),
@@ -281,7 +281,7 @@ func (b *BashTool) Call(ctx context.Context, caller messages.AgentID, raw json.R
 }
 
 func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
-	var a BashArgs
+	var a bashArgs
 	var given map[string]bool
 	var err error
 	switch {
@@ -290,11 +290,11 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	case b.cfg.background:
 		var bg bashNoStdinArgs
 		given, err = b.args.decode(raw, &bg)
-		a = BashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground, Key: bg.Key, BackgroundAfterMS: bg.BackgroundAfterMS}
+		a = bashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground, Key: bg.Key, BackgroundAfterMS: bg.BackgroundAfterMS}
 	default:
 		var fg bashForegroundArgs
 		given, err = b.args.decode(raw, &fg)
-		a = BashArgs{Command: fg.Command, TimeoutMS: fg.TimeoutMS}
+		a = bashArgs{Command: fg.Command, TimeoutMS: fg.TimeoutMS}
 	}
 	if err != nil {
 		return errResult(err)

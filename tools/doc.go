@@ -81,8 +81,8 @@
 //
 // # Arguments
 //
-// Input schemas are generated from the argument structs (OutputArgs, ListArgs,
-// KillArgs, BashArgs) with github.com/google/jsonschema-go and forbid additional
+// Input schemas are generated from the argument structs (outputArgs, listArgs,
+// killArgs, bashArgs) with github.com/google/jsonschema-go and forbid additional
 // properties. Calls are decoded strictly against the same structs: invalid JSON,
 // non-objects, unknown fields, nulls, wrong types, missing required fields, empty
 // ids or commands and non-positive timeouts are tool errors with a one-line reason,

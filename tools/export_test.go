@@ -11,3 +11,12 @@ func SetOutputCallHook(t *TaskTools, f func(messages.TaskID)) { t.outputCallHook
 // once the wait returned and before the read, so that a test can drop the record in
 // between. Set it before any call.
 func SetAfterWaitHook(t *TaskTools, f func(messages.TaskID)) { t.afterWaitHook = f }
+
+// BashArgs are the bash tool's arguments, for the tests that measure them.
+type BashArgs = bashArgs
+
+// The inbox's defaults, for its tests.
+const (
+	DefaultInboxCapacity = defaultInboxCapacity
+	DefaultMaxAutoTurns  = defaultMaxAutoTurns
+)

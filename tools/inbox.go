@@ -8,12 +8,12 @@ import (
 
 // Defaults of an Inbox.
 const (
-	// DefaultInboxCapacity is how many notices an Inbox holds before it counts the
+	// defaultInboxCapacity is how many notices an Inbox holds before it counts the
 	// rest instead (see Inbox.Drain).
-	DefaultInboxCapacity = 64
-	// DefaultMaxAutoTurns is how many turns in a row an Inbox wakes an idle loop for
+	defaultInboxCapacity = 64
+	// defaultMaxAutoTurns is how many turns in a row an Inbox wakes an idle loop for
 	// without user input.
-	DefaultMaxAutoTurns = 3
+	defaultMaxAutoTurns = 3
 )
 
 // Inbox is one agent session's notice queue for an agent loop of its own (a loop on
@@ -58,7 +58,7 @@ type inboxOptionFunc func(*Inbox)
 func (f inboxOptionFunc) applyInbox(b *Inbox) { f(b) }
 
 // WithInboxCapacity sets how many notices the Inbox holds (default
-// DefaultInboxCapacity); values <= 0 keep the default.
+// defaultInboxCapacity); values <= 0 keep the default.
 func WithInboxCapacity(n int) InboxOption {
 	return inboxOptionFunc(func(b *Inbox) {
 		if n > 0 {
@@ -68,7 +68,7 @@ func WithInboxCapacity(n int) InboxOption {
 }
 
 // WithMaxAutoTurns sets how many automatic turns in a row the Inbox allows without
-// user input (default DefaultMaxAutoTurns); values <= 0 keep the default.
+// user input (default 3); values <= 0 keep the default.
 func WithMaxAutoTurns(n int) InboxOption {
 	return inboxOptionFunc(func(b *Inbox) {
 		if n > 0 {
@@ -79,7 +79,7 @@ func WithMaxAutoTurns(n int) InboxOption {
 
 // NewInbox returns an empty Inbox.
 func NewInbox(opts ...InboxOption) *Inbox {
-	b := &Inbox{capacity: DefaultInboxCapacity, maxAuto: DefaultMaxAutoTurns, ready: make(chan struct{}, 1)}
+	b := &Inbox{capacity: defaultInboxCapacity, maxAuto: defaultMaxAutoTurns, ready: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o.applyInbox(b)
 	}

@@ -16,17 +16,17 @@ const TaskInputName = "task_input"
 
 // Defaults of task_input's collection of the task's reply.
 const (
-	// DefaultInputWait is how long task_input waits for the task's first output after
+	// defaultInputWait is how long task_input waits for the task's first output after
 	// the write.
-	DefaultInputWait = time.Second
+	defaultInputWait = time.Second
 	// inputQuiet ends the collection once the task printed nothing new for this long.
 	inputQuiet = 100 * time.Millisecond
 	// inputCollectCap bounds the whole collection after the first output.
 	inputCollectCap = 2 * time.Second
 )
 
-// InputArgs are the arguments of task_input.
-type InputArgs struct {
+// inputArgs are the arguments of task_input.
+type inputArgs struct {
 	TaskID string `json:"task_id" jsonschema:"The id of the background task to write to (started with stdin pipe or tty)."`
 	Text   string `json:"text" jsonschema:"The text to write to the task's standard input, as is: no newline is added, so end a line with \n."`
 	EOF    bool   `json:"eof,omitempty" jsonschema:"Close the task's input after the text (end of input, like Ctrl-D). Default false."`
@@ -36,14 +36,14 @@ const taskInputDescription = "Write text to the standard input of a background t
 	"No newline is added: end a line with \\n. With eof: true the input is closed afterwards. " +
 	"Returns the output the task printed in reply (collected until it goes quiet, for about a second at most) as task_output would, ending with the status line, so one call is one round trip."
 
-var inputSpec = newArgSpec[InputArgs](minLength("task_id", 1))
+var inputSpec = newArgSpec[inputArgs](minLength("task_id", 1))
 
 func (t *TaskTools) newInputTool() Tool {
 	return &simpleTool{name: TaskInputName, desc: taskInputDescription, args: inputSpec, call: t.callInput}
 }
 
 func (t *TaskTools) callInput(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
-	var a InputArgs
+	var a inputArgs
 	if _, err := inputSpec.decode(raw, &a); err != nil {
 		return errResult(err)
 	}

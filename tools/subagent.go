@@ -13,9 +13,9 @@ import (
 // SubagentName is the subagent tool's name.
 const SubagentName = "subagent"
 
-// SubagentArgs are the arguments of the subagent tool when run_in_background is
+// subagentArgs are the arguments of the subagent tool when run_in_background is
 // offered.
-type SubagentArgs struct {
+type subagentArgs struct {
 	Description     string `json:"description" jsonschema:"A short (3-7 word) description of the delegated work; it labels the task in task_list and in notices."`
 	Prompt          string `json:"prompt" jsonschema:"The sub-agent's instructions: everything it needs to know, and what it should report back."`
 	Model           string `json:"model,omitempty" jsonschema:"Which sub-agent model to run, by name. Omit it for the default."`
@@ -31,7 +31,7 @@ type subagentFgArgs struct {
 }
 
 var (
-	subagentSpec   = newArgSpec[SubagentArgs](minLength("description", 1), minLength("prompt", 1))
+	subagentSpec   = newArgSpec[subagentArgs](minLength("description", 1), minLength("prompt", 1))
 	subagentFgSpec = newArgSpec[subagentFgArgs](minLength("description", 1), minLength("prompt", 1))
 )
 
@@ -111,7 +111,7 @@ func (t *SubagentTool) Call(ctx context.Context, caller messages.AgentID, raw js
 }
 
 func (t *SubagentTool) call(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
-	var a SubagentArgs
+	var a subagentArgs
 	if t.cfg.background {
 		if _, err := subagentSpec.decode(raw, &a); err != nil {
 			return errResult(err)
@@ -121,7 +121,7 @@ func (t *SubagentTool) call(ctx context.Context, caller messages.AgentID, raw js
 		if _, err := subagentFgSpec.decode(raw, &fg); err != nil {
 			return errResult(err)
 		}
-		a = SubagentArgs{Description: fg.Description, Prompt: fg.Prompt, Model: fg.Model}
+		a = subagentArgs{Description: fg.Description, Prompt: fg.Prompt, Model: fg.Model}
 	}
 	switch {
 	case strings.TrimSpace(a.Description) == "":

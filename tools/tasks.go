@@ -23,8 +23,8 @@ const (
 
 // Defaults of the task_output wait.
 const (
-	DefaultWaitTimeout = 30 * time.Second
-	DefaultMaxWait     = 600 * time.Second
+	defaultWaitTimeout = 30 * time.Second
+	defaultMaxWait     = 600 * time.Second
 )
 
 // SurfaceName is the name under which TaskTools attaches its control surface.
@@ -80,7 +80,7 @@ type taskOptionFunc func(*taskConfig)
 func (f taskOptionFunc) apply(c *taskConfig) { f(c) }
 
 // WithWaitTimeout sets how long task_output with wait: true blocks when the call gives
-// no timeout_ms. Values <= 0 keep the default, DefaultWaitTimeout; a value above the
+// no timeout_ms. Values <= 0 keep the default, 30 s; a value above the
 // maximum wait is lowered to it.
 func WithWaitTimeout(d time.Duration) TaskOption {
 	return taskOptionFunc(func(c *taskConfig) {
@@ -91,7 +91,7 @@ func WithWaitTimeout(d time.Duration) TaskOption {
 }
 
 // WithMaxWait caps how long one task_output call may block; a larger timeout_ms is
-// clamped, and the response says so. Values <= 0 keep the default, DefaultMaxWait.
+// clamped, and the response says so. Values <= 0 keep the default, 600 s.
 func WithMaxWait(d time.Duration) TaskOption {
 	return taskOptionFunc(func(c *taskConfig) {
 		if d > 0 {
@@ -101,7 +101,7 @@ func WithMaxWait(d time.Duration) TaskOption {
 }
 
 // WithInputWait sets how long task_input waits for the task's first output after a
-// write (default DefaultInputWait); values <= 0 keep the default.
+// write (default 1 s); values <= 0 keep the default.
 func WithInputWait(d time.Duration) TaskOption {
 	return taskOptionFunc(func(c *taskConfig) {
 		if d > 0 {
@@ -114,7 +114,7 @@ func WithInputWait(d time.Duration) TaskOption {
 // (Tasks.AttachSurface(SurfaceName)) and subscribes the completion-notice injector
 // (Tasks.OnDone). Call Close to detach both; closing the runtime also ends them.
 func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
-	cfg := taskConfig{waitTimeout: DefaultWaitTimeout, maxWait: DefaultMaxWait, inputWait: DefaultInputWait}
+	cfg := taskConfig{waitTimeout: defaultWaitTimeout, maxWait: defaultMaxWait, inputWait: defaultInputWait}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
@@ -123,7 +123,7 @@ func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
 	}
 	t := &TaskTools{rt: rt, cfg: cfg}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	t.outputArgs = newArgSpec[OutputArgs](minLength("task_id", 1), minimum("timeout_ms", 1),
+	t.outputArgs = newArgSpec[outputArgs](minLength("task_id", 1), minimum("timeout_ms", 1),
 		describe("timeout_ms", fmt.Sprintf(timeoutMSDescription, cfg.waitTimeout.Milliseconds(), cfg.maxWait.Milliseconds())))
 	t.output = &simpleTool{name: TaskOutputName, desc: taskOutputDescription, args: t.outputArgs, call: t.callOutput}
 	t.list = &simpleTool{name: TaskListName, desc: taskListDescription, args: listSpec, call: t.callList}
@@ -161,8 +161,8 @@ func (t *TaskTools) Close() {
 
 // ---- task_output ----
 
-// OutputArgs are the arguments of task_output.
-type OutputArgs struct {
+// outputArgs are the arguments of task_output.
+type outputArgs struct {
 	TaskID    string `json:"task_id" jsonschema:"The id of the background task, as returned when it was started (for example bash-1)."`
 	Wait      bool   `json:"wait,omitempty" jsonschema:"Block until the task finishes or timeout_ms passes. Default false: return at once with what is available."`
 	TimeoutMS int64  `json:"timeout_ms,omitempty" jsonschema:"With wait: the longest to block, in milliseconds. A wait that times out is not an error: the task keeps running."`
@@ -179,7 +179,7 @@ const taskOutputDescription = "Read the output of a background task started with
 const timeoutMSDescription = "With wait: the longest to block, in milliseconds (default %d, at most %d). A wait that times out is not an error: the task keeps running."
 
 func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
-	var a OutputArgs
+	var a outputArgs
 	given, err := t.outputArgs.decode(raw, &a)
 	if err != nil {
 		return errResult(err)
@@ -271,16 +271,16 @@ func (t *TaskTools) clampWait(ms int64) (time.Duration, string) {
 
 // ---- task_list ----
 
-// ListArgs are the arguments of task_list: none.
-type ListArgs struct{}
+// listArgs are the arguments of task_list: none.
+type listArgs struct{}
 
 const taskListDescription = "List your background tasks, one per line: <id> [<kind>] <status> — <label>. " +
 	"Use it to recover a task id you lost track of; it does not return output (use task_output)."
 
-var listSpec = newArgSpec[ListArgs]()
+var listSpec = newArgSpec[listArgs]()
 
 func (t *TaskTools) callList(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
-	var a ListArgs
+	var a listArgs
 	if _, err := listSpec.decode(raw, &a); err != nil {
 		return errResult(err)
 	}
@@ -310,8 +310,8 @@ func (t *TaskTools) callList(ctx context.Context, caller messages.AgentID, raw j
 
 // ---- task_kill ----
 
-// KillArgs are the arguments of task_kill.
-type KillArgs struct {
+// killArgs are the arguments of task_kill.
+type killArgs struct {
 	TaskID string `json:"task_id" jsonschema:"The id of the background task to stop."`
 	Reason string `json:"reason,omitempty" jsonschema:"Why the task is no longer needed; logged and passed to the task."`
 }
@@ -320,10 +320,10 @@ const taskKillDescription = "Stop a background task that is no longer needed. " 
 	"Returns at once with \"requested cancellation of task <id>\"; the task then stops, and you get no completion notice for it. " +
 	"For a task that already finished, returns its final status line instead."
 
-var killSpec = newArgSpec[KillArgs](minLength("task_id", 1))
+var killSpec = newArgSpec[killArgs](minLength("task_id", 1))
 
 func (t *TaskTools) callKill(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
-	var a KillArgs
+	var a killArgs
 	if _, err := killSpec.decode(raw, &a); err != nil {
 		return errResult(err)
 	}

@@ -13,8 +13,8 @@ import (
 // TaskWaitName is the name of the tool that waits on several tasks at once.
 const TaskWaitName = "task_wait"
 
-// WaitArgs are the arguments of task_wait.
-type WaitArgs struct {
+// waitArgs are the arguments of task_wait.
+type waitArgs struct {
 	TaskIDs   []string `json:"task_ids" jsonschema:"The ids of the background tasks to wait on (1 to 32)."`
 	Mode      string   `json:"mode,omitempty" jsonschema:"any: return as soon as one of the tasks has finished (the default); all: return once every one has."`
 	TimeoutMS int64    `json:"timeout_ms,omitempty" jsonschema:"The longest to block, in milliseconds. A wait that times out is not an error: the tasks keep running."`
@@ -28,13 +28,13 @@ const taskWaitDescription = "Wait on several background tasks at once: mode any 
 const timeoutMSWaitDescription = "The longest to block, in milliseconds (default %d, at most %d). A wait that times out is not an error: the tasks keep running."
 
 func (t *TaskTools) newWaitTool() Tool {
-	t.waitArgs = newArgSpec[WaitArgs](items("task_ids", 1, messages.MaxWaitSet), enum("mode", "any", "all"), minimum("timeout_ms", 1),
+	t.waitArgs = newArgSpec[waitArgs](items("task_ids", 1, messages.MaxWaitSet), enum("mode", "any", "all"), minimum("timeout_ms", 1),
 		describe("timeout_ms", fmt.Sprintf(timeoutMSWaitDescription, t.cfg.waitTimeout.Milliseconds(), t.cfg.maxWait.Milliseconds())))
 	return &simpleTool{name: TaskWaitName, desc: taskWaitDescription, args: t.waitArgs, call: t.callWait}
 }
 
 func (t *TaskTools) callWait(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
-	var a WaitArgs
+	var a waitArgs
 	given, err := t.waitArgs.decode(raw, &a)
 	if err != nil {
 		return errResult(err)

@@ -15,8 +15,8 @@ import (
 // TaskWatchName is the name of the tool that watches a task's output for a pattern.
 const TaskWatchName = "task_watch"
 
-// WatchArgs are the arguments of task_watch.
-type WatchArgs struct {
+// watchArgs are the arguments of task_watch.
+type watchArgs struct {
 	TaskID     string `json:"task_id" jsonschema:"The id of the running background task to watch (for example bash-1)."`
 	Pattern    string `json:"pattern" jsonschema:"A regular expression (RE2 syntax). Each new line of the task's output that matches becomes a notice in this session."`
 	MaxNotices int64  `json:"max_notices,omitempty" jsonschema:"The most notices the watch sends (default 20); after them it sends one notice that it stopped."`
@@ -30,13 +30,13 @@ const taskWatchDescription = "Watch a running background task's output for lines
 	"Use it for what you must react to while you keep working, e.g. ERROR lines of a dev server."
 
 func (t *TaskTools) newWatchTool() Tool {
-	t.watchArgs = newArgSpec[WatchArgs](minLength("task_id", 1), minLength("pattern", 1),
+	t.watchArgs = newArgSpec[watchArgs](minLength("task_id", 1), minLength("pattern", 1),
 		minimum("max_notices", 1), maximum("max_notices", actors.MaxWatchNotices), minimum("timeout_ms", 1))
 	return &simpleTool{name: TaskWatchName, desc: taskWatchDescription, args: t.watchArgs, call: t.callWatch}
 }
 
 func (t *TaskTools) callWatch(ctx context.Context, caller messages.AgentID, raw json.RawMessage) Result {
-	var a WatchArgs
+	var a watchArgs
 	given, err := t.watchArgs.decode(raw, &a)
 	if err != nil {
 		return errResult(err)

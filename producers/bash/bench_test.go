@@ -263,7 +263,7 @@ func BenchmarkInputRoundTrip(b *testing.B) {
 			}
 		})
 		b.Run("stdin="+mode.String()+"/impl=direct", func(b *testing.B) {
-			cmd := exec.Command(DefaultShell, "-c", script)
+			cmd := exec.Command(defaultShell, "-c", script)
 			var (
 				w   io.WriteCloser
 				r   io.Reader

@@ -241,7 +241,7 @@ func TestCommandLimitsOverrideTheDefaults(t *testing.T) {
 	}{
 		{"no override keeps the defaults", Limits{}, 100, 1 << 30},
 		{"an override replaces its field only", Limits{Processes: 7}, 7, 1 << 30},
-		{"a memory limit below the minimum is raised to it", Limits{Memory: 1}, 100, MinMemoryLimit},
+		{"a memory limit below the minimum is raised to it", Limits{Memory: 1}, 100, minMemoryLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,7 +16,7 @@ type Limits struct {
 	Processes int
 	// Memory caps RAM and swap together, in bytes (memory.max and memory.swap.max,
 	// or memory.limit_in_bytes and memory.memsw.limit_in_bytes in cgroup v1); at
-	// least MinMemoryLimit. Past it the OOM killer ends one of the command's
+	// least minMemoryLimit. Past it the OOM killer ends one of the command's
 	// processes.
 	Memory int64
 	// CPU caps CPU time, in CPUs (0.5 is half of one CPU; cpu.max, or the CFS quota
@@ -24,9 +24,9 @@ type Limits struct {
 	CPU float64
 }
 
-// MinMemoryLimit is the smallest memory limit: a smaller one is raised to it. Below
+// minMemoryLimit is the smallest memory limit: a smaller one is raised to it. Below
 // it the shell itself could not start.
-const MinMemoryLimit = 16 << 20
+const minMemoryLimit = 16 << 20
 
 // cpuPeriod is the CFS period of CPU limits, in microseconds; a quota is at least
 // 1000 µs (0.01 CPU at this period).
@@ -49,7 +49,7 @@ func (l Limits) or(d Limits) Limits {
 		l.CPU = max(d.CPU, 0)
 	}
 	if l.Memory > 0 {
-		l.Memory = max(l.Memory, MinMemoryLimit)
+		l.Memory = max(l.Memory, minMemoryLimit)
 	}
 	return l
 }

@@ -10,10 +10,10 @@ import (
 // Defaults of the options.
 const (
 	DefaultGrace        = 3 * time.Second // SIGTERM to SIGKILL
-	DefaultDrainTimeout = 2 * time.Second // wait for the pipe's end after the last known writer died
-	DefaultShell        = "/bin/bash"     // the shell run with -c
-	DefaultTerminalCols = 80              // a StdinTTY command's window width
-	DefaultTerminalRows = 24              // a StdinTTY command's window height
+	defaultDrainTimeout = 2 * time.Second // wait for the pipe's end after the last known writer died
+	defaultShell        = "/bin/bash"     // the shell run with -c
+	defaultTerminalCols = 80              // a StdinTTY command's window width
+	defaultTerminalRows = 24              // a StdinTTY command's window height
 )
 
 // spillPrefix starts the names of the producer's spill files.
@@ -55,13 +55,13 @@ func WithOutput(opts ...output.Option) Option {
 func defaultConfig() config {
 	return config{
 		grace:        DefaultGrace,
-		drainTimeout: DefaultDrainTimeout,
-		shell:        DefaultShell,
+		drainTimeout: defaultDrainTimeout,
+		shell:        defaultShell,
 		subreaper:    true,
 		logger:       slog.New(slog.DiscardHandler),
-		termCols:     DefaultTerminalCols,
-		termRows:     DefaultTerminalRows,
-		bwrap:        DefaultBwrap,
+		termCols:     defaultTerminalCols,
+		termRows:     defaultTerminalRows,
+		bwrap:        defaultBwrap,
 	}
 }
 

@@ -107,9 +107,9 @@ var (
 	ErrSandboxUnavailable = errors.New("bash: sandbox unavailable")
 )
 
-// DefaultBwrap is the bubblewrap program a Producer runs sandboxed commands with,
+// defaultBwrap is the bubblewrap program a Producer runs sandboxed commands with,
 // looked up in PATH (see WithBwrap).
-const DefaultBwrap = "bwrap"
+const defaultBwrap = "bwrap"
 
 // WithSandbox sets the sandbox of every command whose Command.Sandbox is nil
 // (default: none). A producer whose default is a sandbox checks at New that bwrap

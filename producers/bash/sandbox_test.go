@@ -47,7 +47,7 @@ func testSandbox() Option {
 // installs it: .ci/run).
 func requireSandbox(t testing.TB) {
 	t.Helper()
-	if _, _, err := probeSandbox(DefaultBwrap, DefaultShell); err != nil {
+	if _, _, err := probeSandbox(defaultBwrap, defaultShell); err != nil {
 		t.Skipf("no sandbox here: %v", err)
 	}
 }
@@ -297,7 +297,7 @@ func TestMalformedSandboxesStartNothing(t *testing.T) {
 // The Producer reports its sandbox as it does its containment mode.
 func TestProducerReportsItsSandbox(t *testing.T) {
 	requireSandbox(t)
-	path, err := exec.LookPath(DefaultBwrap)
+	path, err := exec.LookPath(defaultBwrap)
 	require.NoError(t, err)
 	tests := []struct {
 		name       string
@@ -527,7 +527,7 @@ func TestSandboxTMPDIR(t *testing.T) {
 // containment mode, without a sandbox and in each sandbox mode, so that benchstat
 // can compare the columns (make bench has the same comparison as a table row).
 func BenchmarkSandboxTrue(b *testing.B) {
-	if _, _, err := probeSandbox(DefaultBwrap, DefaultShell); err != nil {
+	if _, _, err := probeSandbox(defaultBwrap, defaultShell); err != nil {
 		b.Skipf("no sandbox here: %v", err)
 	}
 	for _, mode := range []Containment{CgroupContainment, SweepContainment} {

@@ -8,9 +8,9 @@ import (
 // Defaults of the options.
 const (
 	DefaultMaxRead  = 32 << 10 // bytes one read returns at most (before rendering)
-	DefaultHead     = 32 << 10 // bytes kept in memory from the start of the output
+	defaultHead     = 32 << 10 // bytes kept in memory from the start of the output
 	DefaultTail     = 64 << 10 // bytes kept in memory from the end of the output
-	DefaultSpillCap = 64 << 20 // bytes the spill file holds at most
+	defaultSpillCap = 64 << 20 // bytes the spill file holds at most
 	minMaxRead      = 256
 	minTail         = 4 << 10
 )
@@ -35,10 +35,10 @@ type config struct {
 func defaultConfig() config {
 	return config{
 		maxRead:     DefaultMaxRead,
-		head:        DefaultHead,
+		head:        defaultHead,
 		tail:        DefaultTail,
 		spillDir:    os.TempDir(),
-		spillCap:    DefaultSpillCap,
+		spillCap:    defaultSpillCap,
 		spillPrefix: "taskrt-output-",
 		logger:      slog.New(slog.DiscardHandler),
 	}

@@ -32,7 +32,7 @@ func newReplicated(t *testing.T) *replicated {
 	r := &replicated{Cluster: c, t: t}
 	// StartCluster returns once every server takes connections; the JetStream
 	// meta group may not place an R3 stream yet, and nodes fail at once then.
-	replicatedBucket(t, r.conn(0), DefaultPrefix)
+	replicatedBucket(t, r.conn(0), defaultPrefix)
 	return r
 }
 
@@ -139,12 +139,12 @@ func TestReplicatedStore(t *testing.T) {
 	// past the default bound of twice the lease (a make flake did, once in 6).
 	r.on(2).worker("w1", WithReplicas(3), WithStartTimeout(settleLimit))
 	o := r.on(0).owner(WithReplicas(3), WithStartTimeout(settleLimit))
-	lw := watchLeases(t, r.conn(0), DefaultPrefix)
+	lw := watchLeases(t, r.conn(0), defaultPrefix)
 
 	t.Run("the lease bucket has three replicas, current on every server", func(t *testing.T) {
 		js, err := testJetStream(r.conn(1))
 		require.NoError(t, err)
-		kv, err := js.KeyValue(ctx, subjects{DefaultPrefix}.bucket())
+		kv, err := js.KeyValue(ctx, subjects{defaultPrefix}.bucket())
 		require.NoError(t, err)
 		st, err := kv.Status(ctx)
 		require.NoError(t, err)

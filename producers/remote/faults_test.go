@@ -204,7 +204,7 @@ func TestWorkerCutOffFromNATS(t *testing.T) {
 	}
 	oldEpoch, err := w.lease.current()
 	require.NoError(t, err)
-	lw := watchLeases(t, p.conn(), DefaultPrefix)
+	lw := watchLeases(t, p.conn(), defaultPrefix)
 	exited := w.exitedAll()
 
 	cut := time.Now()
@@ -275,7 +275,7 @@ func TestOwnerNodeCutOffFromNATS(t *testing.T) {
 	require.Equal(t, 2, w2.Live())
 	oldEpoch, err := o.p.Epoch()
 	require.NoError(t, err)
-	lw := watchLeases(t, p.conn(), DefaultPrefix)
+	lw := watchLeases(t, p.conn(), defaultPrefix)
 
 	cut := time.Now()
 	p.proxy.Cut()

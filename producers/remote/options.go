@@ -10,7 +10,7 @@ import (
 // Defaults of the options.
 const (
 	DefaultMaxTasks     = 16              // a worker's slots (WithMaxTasks)
-	DefaultStartTimeout = 5 * time.Second // how long a start waits for a worker's answer
+	defaultStartTimeout = 5 * time.Second // how long a start waits for a worker's answer
 	// chunkSize is the most output bytes one outMsg carries, and window how many
 	// bytes a worker may have sent for one task and not had acknowledged: the flow
 	// control that keeps a slow owner node from being flooded (the worker's own
@@ -37,10 +37,10 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		prefix:       DefaultPrefix,
+		prefix:       defaultPrefix,
 		lease:        DefaultLease,
 		logger:       slog.New(slog.DiscardHandler),
-		startTimeout: DefaultStartTimeout,
+		startTimeout: defaultStartTimeout,
 		replicas:     1,
 		maxTasks:     DefaultMaxTasks,
 	}
@@ -87,7 +87,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithStartTimeout bounds how long a start waits for a worker's answer (default
-// DefaultStartTimeout). Owner nodes.
+// 5 s). Owner nodes.
 func WithStartTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {

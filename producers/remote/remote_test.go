@@ -196,7 +196,7 @@ func TestWorkerRefusesStaleWork(t *testing.T) {
 	nc := c.conn()
 	ask := func(req startReq) startReply {
 		t.Helper()
-		msg, err := nc.Request(subjects{DefaultPrefix}.start(), encode(req), 5*time.Second)
+		msg, err := nc.Request(subjects{defaultPrefix}.start(), encode(req), 5*time.Second)
 		require.NoError(t, err)
 		var rep startReply
 		require.NoError(t, json.Unmarshal(msg.Data, &rep))

@@ -11,8 +11,8 @@ import (
 	"github.com/taskrt/taskrt/producers/bash"
 )
 
-// DefaultPrefix starts every subject and names the lease bucket (WithPrefix).
-const DefaultPrefix = "taskrt"
+// defaultPrefix starts every subject and names the lease bucket (WithPrefix).
+const defaultPrefix = "taskrt"
 
 // subjects are the NATS subjects of one deployment (one prefix). See the package
 // documentation for who publishes, who answers and what.

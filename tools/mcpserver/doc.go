@@ -94,7 +94,7 @@
 // # Progress
 //
 // A foreground bash call made with a progress token gets a notifications/progress
-// message per second of running (ProgressInterval), progress counting the seconds,
+// message per second of running (progressInterval), progress counting the seconds,
 // with the command's latest output line as its message.
 //
 // # The live page

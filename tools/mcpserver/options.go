@@ -16,12 +16,12 @@ const (
 	DefaultSessionTimeout = 30 * time.Minute
 	// DefaultMaxRequestBytes caps one HTTP request body.
 	DefaultMaxRequestBytes = 1 << 20
-	// DefaultPageEventBuffer is how many events one connection of the live page may
+	// defaultPageEventBuffer is how many events one connection of the live page may
 	// fall behind by before it misses some and resynchronises.
-	DefaultPageEventBuffer = 1024
-	// ProgressInterval is how often a foreground bash command that was called with
+	defaultPageEventBuffer = 1024
+	// progressInterval is how often a foreground bash command that was called with
 	// a progress token reports progress.
-	ProgressInterval = time.Second
+	progressInterval = time.Second
 )
 
 // Option configures a Server. Zero and negative values keep the default; the
@@ -49,7 +49,7 @@ func defaultConfig() config {
 	return config{
 		sessionTimeout:  DefaultSessionTimeout,
 		maxRequestBytes: DefaultMaxRequestBytes,
-		pageEventBuffer: DefaultPageEventBuffer,
+		pageEventBuffer: defaultPageEventBuffer,
 		taskAfter:       DefaultTaskAfter,
 		logger:          slog.New(slog.DiscardHandler),
 	}
@@ -87,7 +87,7 @@ func WithMaxRequestBytes(n int64) Option {
 
 // WithPageEventBuffer sets how many runtime events one connection of the live page
 // (PageHandler) holds for a browser that reads slower than they come (default
-// DefaultPageEventBuffer). Past it, the connection misses events, never holding
+// defaultPageEventBuffer). Past it, the connection misses events, never holding
 // up the runtime: the browser gets an overflow event saying how many, and a fresh
 // snapshot. Values <= 0 keep the default.
 func WithPageEventBuffer(n int) Option {

@@ -175,7 +175,7 @@ func bashRunner(cfg config) (tools.BashRunner, *bash.Producer, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("taskrt-mcp: %w", err)
 	}
-	return runner{p: producer, interval: ProgressInterval}, producer, nil
+	return runner{p: producer, interval: progressInterval}, producer, nil
 }
 
 // protocolVersions are the revisions served: those with sessions (up to
