@@ -422,7 +422,7 @@ func (*taskSpawned) isRegistryMsg()    {}
 func (*taskChanged) isRegistryMsg()    {}
 func (*taskSettled) isRegistryMsg()    {}
 func (*cleanupsRan) isRegistryMsg()    {}
-func (*tasksTornDown) isRegistryMsg()   {}
+func (*tasksTornDown) isRegistryMsg()  {}
 func (*startsOverdue) isRegistryMsg()  {}
 func (*teardownDone) isRegistryMsg()   {}
 func (*spawnTask) isAgentMsg()         {}
@@ -489,7 +489,7 @@ func (*taskSpawned) isRegistryReport()     {}
 func (*taskChanged) isRegistryReport()     {}
 func (*taskSettled) isRegistryReport()     {}
 func (*cleanupsRan) isRegistryReport()     {}
-func (*tasksTornDown) isRegistryReport()    {}
+func (*tasksTornDown) isRegistryReport()   {}
 func (*startsOverdue) isRegistryReport()   {}
 func (*teardownDone) isRegistryReport()    {}
 func (*taskOutput) isRegistryReport()      {}
