@@ -8,8 +8,11 @@ TESTFLAGS ?=
 FLAKE_COUNT ?= 20
 FLAKE_CPU ?= 1,2,4
 FLAKE_PKGS ?= $(PKGS)
+# Linters, pinned, run with go run so that a fresh clone needs nothing else.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+REVIVE ?= github.com/mgechev/revive@v1.17.0
 
-.PHONY: help run test race flake bench stress killstorm soak lint fmt tidy-lint fuzz mcp mcp-transcript live-page adapters
+.PHONY: help run test race flake bench stress killstorm soak lint lint-static fmt-check fmt tidy-lint fuzz mcp mcp-transcript live-page adapters
 
 # The provider adapters are nested modules (their own go.mod), so that the core
 # module never requires a provider SDK; ./... does not reach them.
@@ -32,14 +35,25 @@ mcp-transcript: ## a real stdio session with the built MCP server, as JSON-RPC l
 live-page: ## retake docs/mcp.md's screenshot of the live page (needs Chromium)
 	$(GO) test -count=1 -run 'TestPageInBrowser$$' ./tools/mcpserver/livepage -screenshot $(CURDIR)/docs/live-page.png
 
-test: lint ## vet, gofmt check, and the race-enabled test suite (TESTFLAGS adds go test flags), then the adapters
-	$(GO) test -race -count=1 $(TESTFLAGS) $(PKGS)
-	$(MAKE) adapters
+# make test runs the race-enabled suite with all of go vet's checks (go test -vet=all
+# vets the packages as built for the tests, so vet needs no second build of them)
+# and, beside it at a low priority, staticcheck, revive and the adapters, which
+# compile the non-race builds and the provider SDKs while the suite's tests wait
+# on their processes and timers. Any failure fails the target; the side jobs'
+# output follows the suite's.
+test: fmt-check ## gofmt check; race-enabled suite with all of vet; beside it staticcheck, revive and the adapters (TESTFLAGS adds go test flags)
+	@rm -f .test-side.log; \
+	( nice -n 19 $(MAKE) --no-print-directory lint-static adapters > .test-side.log 2>&1; echo $$? > .test-side.rc ) & \
+	side=$$!; \
+	$(GO) test -race -vet=all -count=1 $(TESTFLAGS) $(PKGS); suite=$$?; \
+	wait $$side; rc=$$(cat .test-side.rc); \
+	echo "== lint (staticcheck, revive) and adapters"; cat .test-side.log; rm -f .test-side.log .test-side.rc; \
+	[ $$suite -eq 0 ] && [ $$rc -eq 0 ]
 
-adapters: ## each provider adapter module (tools/adapters/*): download, tidy check, vet, race-enabled tests
+adapters: ## each provider adapter module (tools/adapters/*): download, tidy check, race-enabled tests with all of go vet
 	@set -e; for m in $(ADAPTERS); do \
 		echo "== $$m"; \
-		(cd $$m && $(GO) mod download && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) test -race -count=1 ./...); \
+		(cd $$m && $(GO) mod download && $(GO) mod tidy -diff && $(GO) test -race -vet=all -count=1 ./...); \
 	done
 
 race: ## the test suite under the race detector (same as test, without lint)
@@ -74,8 +88,14 @@ fuzz: ## run every fuzz target for FUZZTIME (default 60s)
 	$(GO) test -run='^$$' -fuzz=FuzzParseScenario -fuzztime=$(FUZZTIME) ./agentsim/
 	$(GO) test -run='^$$' -fuzz=FuzzRunScript -fuzztime=$(FUZZTIME) -fuzzminimizetime=50x ./agentsim/
 
-lint: ## go vet and the gofmt check
+lint: fmt-check lint-static ## gofmt check, go vet, staticcheck, and a doc comment on every exported name
 	$(GO) vet $(PKGS)
+
+lint-static: ## staticcheck, and revive's check that every exported name has a doc comment (pinned, via go run)
+	$(GO) run $(STATICCHECK) $(PKGS)
+	$(GO) run $(REVIVE) -config .ci/revive.toml -set_exit_status $(PKGS)
+
+fmt-check: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 

@@ -171,21 +171,6 @@ func (s *stream) next(t *testing.T) sseMsg {
 	}
 }
 
-// ended waits for the stream to end (the server closed it).
-func (s *stream) ended(t *testing.T) {
-	t.Helper()
-	for {
-		select {
-		case m, ok := <-s.msgs:
-			if !ok {
-				return
-			}
-			t.Errorf("message after the end: %+v", m)
-		case <-time.After(time.Minute):
-			t.Fatal("the stream did not end within a minute")
-		}
-	}
-}
 
 // decode reads m as event name with JSON data into v.
 func decode[T any](t *testing.T, m sseMsg, name string) T {

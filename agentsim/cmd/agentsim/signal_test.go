@@ -27,8 +27,8 @@ var (
 	buildErr  error
 )
 
-// agentsimBinary builds the command once per test binary, into a directory TestMain
-// removes.
+// agentsimBinary builds the command (with -race when the tests run with it) once
+// per test binary, into a directory TestMain removes.
 func agentsimBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -42,7 +42,13 @@ func agentsimBinary(t *testing.T) string {
 		if err != nil {
 			goCmd = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 		}
-		out, err := exec.Command(goCmd, "build", "-o", binary, ".").CombinedOutput()
+		// With -race when the tests run with it: the packages are then the ones the
+		// test binary was built from, so the build only links.
+		args := []string{"build", "-o", binary}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command(goCmd, append(args, ".")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
