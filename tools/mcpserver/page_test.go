@@ -171,7 +171,6 @@ func (s *stream) next(t *testing.T) sseMsg {
 	}
 }
 
-
 // decode reads m as event name with JSON data into v.
 func decode[T any](t *testing.T, m sseMsg, name string) T {
 	t.Helper()
