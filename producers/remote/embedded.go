@@ -17,9 +17,16 @@ type Server struct {
 	s *server.Server
 }
 
+// clientPing is how often an embedded server pings its clients; after two
+// unanswered pings it closes the connection.
+const clientPing = 2 * time.Second
+
 // StartServer starts an embedded server that stores JetStream data under dir
 // (t.TempDir() in tests), on a free loopback port (or port, when positive). It
-// returns once the server accepts connections.
+// returns once the server accepts connections. It pings its clients every 2 s and
+// drops one after two unanswered pings, so a client cut off or paused loses its
+// subscriptions (a worker's place in the start queue group among them) within
+// about 6 s instead of nats-server's default of minutes.
 func StartServer(dir string, port int) (*Server, error) {
 	if dir == "" {
 		return nil, errors.New("remote: StartServer needs a store directory")
@@ -34,6 +41,9 @@ func StartServer(dir string, port int) (*Server, error) {
 		StoreDir:  dir,
 		NoSigs:    true,
 		NoLog:     true,
+		// Drop a silent client (cut off, paused) within about 6 s.
+		PingInterval: clientPing,
+		MaxPingsOut:  2,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("remote: embedded NATS server: %w", err)

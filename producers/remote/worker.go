@@ -95,7 +95,7 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 		}
 	}
 	if cfg.name == "" {
-		cfg.name = DefaultName()
+		cfg.name = defaultName()
 	}
 	for _, c := range []struct{ what, v string }{{"prefix", cfg.prefix}, {"worker name", cfg.name}} {
 		if err := checkName(c.what, c.v); err != nil {
@@ -178,9 +178,9 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 	return w, nil
 }
 
-// DefaultName is a worker's default name: the host name, with every character a
+// defaultName is a worker's default name: the host name, with every character a
 // subject token cannot hold replaced by "-".
-func DefaultName() string {
+func defaultName() string {
 	h, err := os.Hostname()
 	if err != nil || h == "" {
 		return "worker"

@@ -126,7 +126,7 @@ func (s *Server) readCall(req *mcp.CallToolRequest) (*call, mcp.Result, error) {
 	}
 	_ = json.Unmarshal(c.args["run_in_background"], &c.background)
 	c.tool = s.tool(c.name)
-	if c.tool == nil && !(c.sessionless && c.name == ScopeCloseName) {
+	if c.tool == nil && !(c.sessionless && c.name == scopeCloseName) {
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", c.name)}
 	}
 	return c, nil, nil

@@ -237,5 +237,5 @@ func namesSessionless(msg []byte) bool {
 		return false
 	}
 	v, _ := m.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
-	return v >= SessionlessVersion
+	return v >= sessionlessVersion
 }

@@ -19,3 +19,18 @@ func OnToolCall(srv *Server, f func(name string)) {
 		}
 	})
 }
+
+// EventsPath is the live page's event stream, below the page's path.
+const EventsPath = eventsPath
+
+// TailPath is the live page's tail endpoint, below the page's path.
+const TailPath = tailPath
+
+// The protocol constants the external tests check the wire against.
+const (
+	SessionlessVersion = sessionlessVersion
+	ScopeCloseName     = scopeCloseName
+	TaskPollInterval   = taskPollInterval
+	DefaultTaskTTL     = defaultTaskTTL
+	MinTaskTTL         = minTaskTTL
+)

@@ -50,7 +50,7 @@ func defaultConfig() config {
 		sessionTimeout:  DefaultSessionTimeout,
 		maxRequestBytes: DefaultMaxRequestBytes,
 		pageEventBuffer: defaultPageEventBuffer,
-		taskAfter:       DefaultTaskAfter,
+		taskAfter:       defaultTaskAfter,
 		logger:          slog.New(slog.DiscardHandler),
 	}
 }
@@ -123,7 +123,7 @@ func WithBashRunner(r tools.BashRunner) Option {
 
 // WithTaskAfter sets how long a foreground bash call of a sessionless client that
 // declares the tasks extension (io.modelcontextprotocol/tasks) runs before the
-// call is answered as a task (default DefaultTaskAfter). Values <= 0 keep the
+// call is answered as a task (default defaultTaskAfter). Values <= 0 keep the
 // default.
 func WithTaskAfter(d time.Duration) Option {
 	return optionFunc(func(c *config) {

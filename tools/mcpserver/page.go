@@ -15,12 +15,12 @@ const (
 	// PagePath serves the page itself; PagePath+"page.js" and PagePath+"page.css"
 	// its script and style.
 	PagePath = livepage.Path
-	// EventsPath is the event stream (Server-Sent Events) the page lists sessions
+	// eventsPath is the event stream (Server-Sent Events) the page lists sessions
 	// and tasks from.
-	EventsPath = livepage.EventsPath
-	// TailPath is the output stream (Server-Sent Events) of one task, read with
+	eventsPath = livepage.EventsPath
+	// tailPath is the output stream (Server-Sent Events) of one task, read with
 	// observer reads.
-	TailPath = livepage.TailPath
+	tailPath = livepage.TailPath
 )
 
 // PageHandler returns the handler of the live page (package livepage) over the
@@ -36,13 +36,13 @@ const (
 // and nothing it reads consumes a model's output. Routes:
 //
 //   - GET PagePath: the page (HTML, with page.js and page.css beside it);
-//   - GET EventsPath: Server-Sent Events. First a "snapshot" event (the owners
+//   - GET eventsPath: Server-Sent Events. First a "snapshot" event (the owners
 //     and their tasks, as JSON), then an "event" event per runtime event, in the
 //     runtime's order (agent-registered, agent-disposed, task-started,
 //     task-output, task-stopping, task-settled, task-evicted). A connection that
 //     falls behind (WithPageEventBuffer) gets an "event" of kind "overflow" saying
 //     how many events it missed, followed by a fresh "snapshot";
-//   - GET TailPath?task=ID&offset=N: Server-Sent Events of the task's output
+//   - GET tailPath?task=ID&offset=N: Server-Sent Events of the task's output
 //     from byte offset N (default 0; a reconnecting EventSource's Last-Event-ID
 //     wins): "output" events ({"offset","next","missed","data"}, data base64, the
 //     event id the next offset), then one "end" event ({"reason","status",

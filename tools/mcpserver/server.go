@@ -19,8 +19,8 @@ import (
 	"github.com/taskrt/taskrt/tools/mcpserver/livepage"
 )
 
-// Name is the server's name in the MCP handshake.
-const Name = "taskrt-mcp"
+// serverName is the server's name in the MCP handshake.
+const serverName = "taskrt-mcp"
 
 // ErrClosed is returned for sessions that begin, and by Serve, once Close began.
 var ErrClosed = errors.New("taskrt-mcp: the server is shutting down")
@@ -139,7 +139,7 @@ func New(opts ...Option) (*Server, error) {
 	s.tools = append([]tools.Tool{bashTool}, s.tasks.Tools()...)
 	s.listen = rt.Tasks().OnDone(s.settled)
 
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: Name, Title: "taskrt background tasks", Version: version()}, &mcp.ServerOptions{
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: serverName, Title: "taskrt background tasks", Version: version()}, &mcp.ServerOptions{
 		Instructions:              instructions(),
 		Logger:                    cfg.logger,
 		SupportedProtocolVersions: protocolVersions(cfg.noSessionless),
@@ -183,7 +183,7 @@ func bashRunner(cfg config) (tools.BashRunner, *bash.Producer, error) {
 // WithoutSessionless. A newer one is refused with -32022 and this list, so a
 // client can fall back.
 func protocolVersions(sessionsOnly bool) []string {
-	last := SessionlessVersion
+	last := sessionlessVersion
 	if sessionsOnly {
 		last = lastSessionVersion
 	}

@@ -48,11 +48,11 @@ import (
 // A request never reaches an HTTP session's owner; a session's request never
 // reaches a scope.
 
-// SessionlessVersion is the first protocol revision without sessions.
-const SessionlessVersion = "2026-07-28"
+// sessionlessVersion is the first protocol revision without sessions.
+const sessionlessVersion = "2026-07-28"
 
-// ScopeCloseName is the name of the tool that ends a scope at once.
-const ScopeCloseName = "scope_close"
+// scopeCloseName is the name of the tool that ends a scope at once.
+const scopeCloseName = "scope_close"
 
 // lastSessionVersion is what an initialize that asks for a sessionless revision
 // is negotiated down to: initialize opens a session, and sessions end at
@@ -72,7 +72,7 @@ func sessionless(req mcp.Request) bool {
 	}
 	defer func() { _ = recover() }() // a typed nil params: no _meta
 	v, _ := p.GetMeta()[mcp.MetaKeyProtocolVersion].(string)
-	return v >= SessionlessVersion
+	return v >= sessionlessVersion
 }
 
 // principalOf is the authenticated principal of a request, "" if none.
@@ -192,7 +192,7 @@ func (s *Server) markScopeTools(m map[string]json.RawMessage) error {
 		}
 	}
 	closeTool, err := json.Marshal(map[string]any{
-		"name":        ScopeCloseName,
+		"name":        scopeCloseName,
 		"description": "End a scope at once: every task it owns is killed, and this returns once every process they started is gone. " + s.scopePolicy(),
 		"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"scope": json.RawMessage(s.scopeProperty())},
 			"required": []string{"scope"}, "additionalProperties": false},
@@ -233,7 +233,7 @@ func (s *Server) markScopeTool(t map[string]json.RawMessage) error {
 	}
 	var desc string
 	_ = json.Unmarshal(t["description"], &desc)
-	t["description"], err = json.Marshal(strings.TrimSpace(desc + "\n\nSessionless (MCP " + SessionlessVersion + "): " + s.scopePolicy()))
+	t["description"], err = json.Marshal(strings.TrimSpace(desc + "\n\nSessionless (MCP " + sessionlessVersion + "): " + s.scopePolicy()))
 	return err
 }
 

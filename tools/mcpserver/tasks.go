@@ -50,18 +50,18 @@ import (
 // client's result is what task_output would return by then — no output twice,
 // only the status line. In 2025-11-25, tasks/result counts as the model reading
 // the task's end; a task the client never collected is announced like any
-// background task. A record lives ttl (default DefaultTaskTTL) after its task
+// background task. A record lives ttl (default defaultTaskTTL) after its task
 // ended, and never past its owner.
 const (
-	// TaskPollInterval is the pollInterval the Server suggests to task clients.
-	TaskPollInterval = 500 * time.Millisecond
-	// DefaultTaskTTL is how long a protocol task's record outlives its end when
+	// taskPollInterval is the pollInterval the Server suggests to task clients.
+	taskPollInterval = 500 * time.Millisecond
+	// defaultTaskTTL is how long a protocol task's record outlives its end when
 	// the client asked for no ttl.
-	DefaultTaskTTL = time.Hour
-	// MaxTaskTTL caps the ttl a client may ask for.
-	MaxTaskTTL = 24 * time.Hour
-	// MinTaskTTL is the least ttl granted.
-	MinTaskTTL = time.Second
+	defaultTaskTTL = time.Hour
+	// maxTaskTTL caps the ttl a client may ask for.
+	maxTaskTTL = 24 * time.Hour
+	// minTaskTTL is the least ttl granted.
+	minTaskTTL = time.Second
 )
 
 const (

@@ -22,7 +22,7 @@ import (
 //     lastUpdatedAt, ttlMs, pollIntervalMs}, _meta["taskrt/task_id"] naming the
 //     runtime id (and _meta["taskrt/scope"] a scope's handle);
 //   - a foreground bash is run with background_after_ms set to task-after
-//     (WithTaskAfter, default DefaultTaskAfter) unless it sets its own: one that
+//     (WithTaskAfter, default defaultTaskAfter) unless it sets its own: one that
 //     ends sooner is answered with its result as usual; one still running is moved
 //     to the background — never killed at its foreground timeout, as an explicit
 //     timeout_ms still bounds it — and answered as a task the same way.
@@ -42,9 +42,9 @@ import (
 // -32021 from tasks/*; tasks/result and tasks/list, which the extension removed,
 // are -32601.
 
-// DefaultTaskAfter is how long a foreground bash call of a client with the tasks
+// defaultTaskAfter is how long a foreground bash call of a client with the tasks
 // extension runs before it is moved to the background and answered as a task.
-const DefaultTaskAfter = 5 * time.Second
+const defaultTaskAfter = 5 * time.Second
 
 const (
 	tasksExtension = "io.modelcontextprotocol/tasks"
@@ -113,7 +113,7 @@ func (pt *protoTask) extInfo(resultType string, ended bool) *extTaskInfo {
 // extStart starts c's background task with args and answers it as a task; a
 // start that failed is answered with the tool's result.
 func (s *Server) extStart(callCtx, ctx context.Context, c *call, args json.RawMessage) (mcp.Result, error) {
-	pt, r, err := s.startBackground(callCtx, c, args, true, DefaultTaskTTL)
+	pt, r, err := s.startBackground(callCtx, c, args, true, defaultTaskTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func (s *Server) extForeground(callCtx, ctx context.Context, c *call) (mcp.Resul
 func (s *Server) extTasksMethod(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 	if method == "tasks/result" || method == "tasks/list" {
 		// SEP-2663 removed them.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not served in %s", method, SessionlessVersion)}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("%s is not served in %s", method, sessionlessVersion)}
 	}
 	sr, ok := req.(interface {
 		ClientCapabilities() *mcp.ClientCapabilities

@@ -77,7 +77,7 @@ func (pt *protoTask) info() taskInfo {
 	return taskInfo{
 		TaskID: pt.id, Status: pt.status, StatusMessage: pt.statusMessageLocked(),
 		CreatedAt: stamp(pt.created), LastUpdatedAt: stamp(pt.updated),
-		TTL: pt.ttl.Milliseconds(), PollInterval: TaskPollInterval.Milliseconds(),
+		TTL: pt.ttl.Milliseconds(), PollInterval: taskPollInterval.Milliseconds(),
 	}
 }
 
@@ -131,7 +131,7 @@ func (s *Server) sessionTask(callCtx, ctx context.Context, c *call) (mcp.Result,
 }
 
 // taskTTL reads params.task's ttl (milliseconds; absent or null: the default),
-// clamped to [MinTaskTTL, MaxTaskTTL].
+// clamped to [minTaskTTL, maxTaskTTL].
 func taskTTL(raw any) (time.Duration, error) {
 	b, err := json.Marshal(raw)
 	if err != nil {
@@ -144,10 +144,10 @@ func taskTTL(raw any) (time.Duration, error) {
 		return 0, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "params.task must be an object {ttl?: milliseconds}"}
 	}
 	if task.TTL == nil {
-		return DefaultTaskTTL, nil
+		return defaultTaskTTL, nil
 	}
 	ttl := time.Duration(*task.TTL * float64(time.Millisecond))
-	return min(max(ttl, MinTaskTTL), MaxTaskTTL), nil
+	return min(max(ttl, minTaskTTL), maxTaskTTL), nil
 }
 
 // initializeTasks serves initialize: a session that negotiated 2025-11-25 or
@@ -161,7 +161,7 @@ func (s *Server) initializeTasks(ctx context.Context, next mcp.MethodHandler, me
 			delete(meta, metaStream)
 		}
 	}
-	if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip.ProtocolVersion >= SessionlessVersion {
+	if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip.ProtocolVersion >= sessionlessVersion {
 		ip.ProtocolVersion = lastSessionVersion // initialize opens a session: the last revision with them
 	}
 	res, err := next(ctx, method, req)

@@ -82,12 +82,12 @@ func run() error {
 	if out, err := exec.Command("go", "build", "-o", workerBin, "github.com/taskrt/taskrt/producers/remote/cmd/taskrt-worker").CombinedOutput(); err != nil {
 		return fmt.Errorf("building taskrt-worker: %v\n%s", err, out)
 	}
-	cl, err := remote.StartCluster(filepath.Join(dir, "nats"), 1)
+	srv, err := remote.StartServer(filepath.Join(dir, "nats"), 0)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	srvURL := cl.Servers()[0].URL()
+	defer srv.Close()
+	srvURL := srv.URL()
 
 	var rows []row
 	// 1. Latency and throughput: a runtime on a local bash producer, and one on a

@@ -1,8 +1,8 @@
 package livepage
 
-// DefaultEventBuffer is how many runtime events one connection of the event
+// defaultEventBuffer is how many runtime events one connection of the event
 // stream may fall behind by before it misses some and resynchronises.
-const DefaultEventBuffer = 1024
+const defaultEventBuffer = 1024
 
 // Option configures a Handler. Zero and negative values keep the default.
 type Option interface{ apply(*config) }
@@ -16,12 +16,12 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{eventBuffer: DefaultEventBuffer}
+	return config{eventBuffer: defaultEventBuffer}
 }
 
 // WithEventBuffer sets how many runtime events one connection of the event stream
 // holds for a browser that reads slower than they come (default
-// DefaultEventBuffer). Past it, the connection misses events, never holding up
+// defaultEventBuffer). Past it, the connection misses events, never holding up
 // the runtime: the browser gets an overflow event saying how many, and a fresh
 // snapshot. Values <= 0 keep the default.
 func WithEventBuffer(n int) Option {

@@ -14,14 +14,11 @@ import (
 
 // Cluster is n NATS servers with JetStream embedded in this process and clustered
 // on loopback: a replicated lease bucket (WithReplicas(3)) in tests and demos.
-// Production runs a nats-server cluster instead (docs/remote-faults.md).
+// Production runs a nats-server cluster instead (docs/remote-faults.md). The
+// tests' own: the package exports the one-server StartServer only.
 type Cluster struct {
 	servers []*Server
 }
-
-// clientPing is how often a Cluster's servers ping their clients; after two
-// unanswered pings the server closes the connection.
-const clientPing = 2 * time.Second
 
 // clusterReady bounds how long StartCluster waits for the JetStream meta group to
 // form.
@@ -30,10 +27,8 @@ const clusterReady = 30 * time.Second
 // StartCluster starts n servers (n ≥ 1) named s0…s(n-1), each storing under
 // dir/sI, on free loopback ports, routed to s0, and returns once every server
 // sees a JetStream meta leader with all n peers and is current with it. With n
-// = 1 it is one server, unclustered, as StartServer but for the pings: the
-// servers of a Cluster ping their clients every 2 s and drop one after two
-// unanswered pings, so a client cut off or paused loses its subscriptions within
-// about 6 s instead of the default two minutes or more.
+// = 1 it is one server, unclustered, as StartServer. Like StartServer's, its
+// servers ping their clients every 2 s and drop one after two unanswered pings.
 func StartCluster(dir string, n int) (*Cluster, error) {
 	if dir == "" || n < 1 {
 		return nil, errors.New("remote: StartCluster needs a store directory and at least one server")
