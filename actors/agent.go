@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -64,7 +65,7 @@ func newAgentProps(rt *Runtime, id messages.AgentID, box **mailbox) *actor.Props
 }
 
 func (a *agent) Receive(ctx actor.Context) {
-	err := messages.Contain("agent actor", func() error { a.receive(ctx); return nil })
+	err := contain.Call("agent actor", func() error { a.receive(ctx); return nil })
 	if err == nil {
 		return
 	}
@@ -92,7 +93,7 @@ func (a *agent) fail(ctx actor.Context, pe *messages.PanicError) {
 		ctx.Respond(fmt.Errorf("taskrt: agent %s: the runtime failed: %w", a.id, pe))
 	}
 	tellRegistry(ctx, a.rt, &agentFailed{id: a.id, err: pe})
-	err := messages.Contain("agent actor recovery", func() error {
+	err := contain.Call("agent actor recovery", func() error {
 		switch ctx.Message().(type) {
 		case *cleanupDone:
 			a.running = nil
@@ -247,7 +248,7 @@ func (a *agent) runCleanup(ctx actor.Context) {
 	cctx := context.WithValue(a.rt.abort, drainKey{}, drainMark{agent: a.id, token: a.drain})
 	self, rt := ctx.Self(), a.rt
 	rt.goSafe("cleanup", func() {
-		err := messages.Contain("cleanup", func() error { return c.fn(cctx) })
+		err := contain.Call("cleanup", func() error { return c.fn(cctx) })
 		tellAgent(rt.system.Root, self, &cleanupDone{handle: c.handle, err: err})
 	})
 }

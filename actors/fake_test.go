@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskrt/taskrt/actors"
+	fakepkg "github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
-	fakepkg "github.com/taskrt/taskrt/producers/fake"
 )
 
-// fake is fake work (package producers/fake) with the runtime tests' shorthand: the
+// fake is fake work (package internal/fake) with the runtime tests' shorthand: the
 // kind and owner, and whether it is a stream kind, are given at spec time.
 type fake struct {
 	*fakepkg.Task

@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -55,7 +56,7 @@ func (t *task) writeNext() {
 	t.writing = true
 	in, write, self, rt := pr.inputs[0], t.hooks.Input, t.self, t.rt
 	t.calls.run(rt, "input", func() {
-		err := messages.Contain("input", func() error { return write(in.data, in.eof) })
+		err := contain.Call("input", func() error { return write(in.data, in.eof) })
 		tellTask(rt.system.Root, self, &inputDone{err: err})
 	})
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskrt/taskrt/actors"
+	fakepkg "github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
-	fakepkg "github.com/taskrt/taskrt/producers/fake"
 )
 
 func interactive(t *testing.T, rt *actors.Runtime, owner messages.AgentID) (messages.TaskID, *fake) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -61,7 +62,7 @@ func (l *listener) call(snap messages.Snapshot) {
 	}
 	l.callThread.Store(id)
 	defer l.callThread.Store(0)
-	if err := messages.Contain("listener", func() error { l.fn(snap); return nil }); err != nil {
+	if err := contain.Call("listener", func() error { l.fn(snap); return nil }); err != nil {
 		l.rt.log.Error("taskrt: OnDone listener panicked", "task", snap.ID, "err", err)
 	}
 }

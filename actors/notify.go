@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -56,7 +57,7 @@ func (a *Agents) Inject(ctx context.Context, id messages.AgentID, text string) e
 
 // inject calls an injector, turning a panic into an error.
 func inject(ctx context.Context, inj messages.Injector, text string) error {
-	return messages.Contain("injector", func() error { return inj(ctx, text) })
+	return contain.Call("injector", func() error { return inj(ctx, text) })
 }
 
 // notifyTask claims a settled task's one completion notice (unless a watch's

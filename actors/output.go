@@ -2,8 +2,7 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/internal/contain"
 )
 
 // This file is a task's output as the model and observers read it: consuming reads,
@@ -28,7 +27,7 @@ func (t *task) announceOutput(ctx actor.Context) {
 	if t.rt.nSubscribers.Load() == 0 {
 		return
 	}
-	if n, err := messages.ContainValue("output", func() (int64, error) { return t.stream().Written(), nil }); err == nil {
+	if n, err := contain.Value("output", func() (int64, error) { return t.stream().Written(), nil }); err == nil {
 		t.toRegistry(ctx, &taskOutput{snap: t.snap, bytes: n})
 	}
 }
@@ -43,7 +42,7 @@ func (t *task) followOutput() {
 	// Growth matters only to a pending ReadUntil and to event subscribers: without
 	// either, a write costs the writer two atomic loads and sends nothing (a flood
 	// would otherwise wake the actor once per chunk for nothing).
-	err := messages.Contain("output", func() error {
+	err := contain.Call("output", func() error {
 		out.OnGrow(func() {
 			if (listening.Load() || rt.nSubscribers.Load() > 0) && grew.CompareAndSwap(false, true) {
 				tellTask(rt.system.Root, self, &outputGrew{})
@@ -56,7 +55,7 @@ func (t *task) followOutput() {
 		return
 	}
 	// Output written between Run and now raised no callback: account for it.
-	if n, err := messages.ContainValue("output", func() (int64, error) { return out.Written(), nil }); err == nil && n > 0 {
+	if n, err := contain.Value("output", func() (int64, error) { return out.Written(), nil }); err == nil && n > 0 {
 		if rt.nSubscribers.Load() > 0 && grew.CompareAndSwap(false, true) {
 			tellTask(rt.system.Root, self, &outputGrew{})
 		}

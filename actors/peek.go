@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -40,7 +41,7 @@ func (t *task) peek(ctx actor.Context, m *messages.PeekTask) {
 		n = defaultPeek
 	}
 	r := messages.PeekResult{Snapshot: t.snap}
-	err := messages.Contain("peek output", func() error {
+	err := contain.Call("peek output", func() error {
 		r.Data, r.Next, r.Missed = t.stream().Peek(m.Offset, min(n, maxPeek))
 		r.Written = t.stream().Written()
 		return nil

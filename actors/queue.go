@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -262,10 +263,10 @@ func (t *task) runQueued() {
 	q.dispatched, q.starting = true, true
 	run, self, rt := q.run, t.self, t.rt
 	rt.goSafe("queued start", func() {
-		h, err := messages.ContainValue("run", run)
+		h, err := contain.Value("run", run)
 		if err == nil && (h.Done == nil || h.Cancel == nil) {
 			if h.Cancel != nil {
-				_ = messages.Contain("cancel", func() error { return h.Cancel("invalid hooks") })
+				_ = contain.Call("cancel", func() error { return h.Cancel("invalid hooks") })
 			}
 			err = fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
 		}

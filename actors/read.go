@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -55,7 +56,7 @@ func (t *task) stream() messages.Output {
 // stream kind, a consuming Progress.Read for a running final-output kind with
 // progress, and a settled final-output kind's answer (idempotent).
 func (t *task) consume() (string, error) {
-	return messages.ContainValue("read output", func() (string, error) {
+	return contain.Value("read output", func() (string, error) {
 		switch {
 		case t.hooks.Output != nil:
 			return t.hooks.Output.Read(), nil

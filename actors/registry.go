@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -154,7 +155,7 @@ func (r *registry) descends(agent, ancestor messages.AgentID) bool {
 }
 
 func (r *registry) Receive(ctx actor.Context) {
-	err := messages.Contain("registry", func() error { r.receive(ctx); return nil })
+	err := contain.Call("registry", func() error { r.receive(ctx); return nil })
 	if err == nil {
 		return
 	}
@@ -165,7 +166,7 @@ func (r *registry) Receive(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 		return
 	}
-	if err := messages.Contain("registry", func() error { r.beginClose(ctx); return nil }); err != nil {
+	if err := contain.Call("registry", func() error { r.beginClose(ctx); return nil }); err != nil {
 		ctx.Stop(ctx.Self())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -285,7 +286,7 @@ func (rt *Runtime) goSafe(what string, f func()) {
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
-		if err := messages.Contain(what, func() error { f(); return nil }); err != nil {
+		if err := contain.Call(what, func() error { f(); return nil }); err != nil {
 			rt.log.Error("taskrt: contained panic", "in", what, "err", err)
 		}
 	}()

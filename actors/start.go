@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -272,14 +273,14 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 		abort()
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
 	}
-	hooks, err := messages.ContainValue("run", s.Run)
+	hooks, err := contain.Value("run", s.Run)
 	if err != nil {
 		abort()
 		return "", fmt.Errorf("start %s task: %w", s.Kind, err)
 	}
 	if hooks.Done == nil || hooks.Cancel == nil {
 		if hooks.Cancel != nil {
-			_ = messages.Contain("cancel", func() error { return hooks.Cancel("invalid hooks") })
+			_ = contain.Call("cancel", func() error { return hooks.Cancel("invalid hooks") })
 		}
 		abort()
 		return "", fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
@@ -299,7 +300,7 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 // unwind cancels work that was started but never committed, waits for its Done up to
 // the settle timeout, and releases it. It runs on the caller's goroutine.
 func (rt *Runtime) unwind(h messages.Hooks, reason string) {
-	if err := messages.Contain("cancel", func() error { return h.Cancel(reason) }); err != nil {
+	if err := contain.Call("cancel", func() error { return h.Cancel(reason) }); err != nil {
 		rt.log.Error("taskrt: cancelling an abandoned start failed", "err", err)
 	}
 	timer := time.NewTimer(rt.cfg.settleTimeout)
@@ -310,7 +311,7 @@ func (rt *Runtime) unwind(h messages.Hooks, reason string) {
 		rt.log.Error("taskrt: an abandoned start did not settle after cancel", "after", rt.cfg.settleTimeout)
 	}
 	if h.Release != nil {
-		_ = messages.Contain("release", func() error { h.Release(); return nil })
+		_ = contain.Call("release", func() error { h.Release(); return nil })
 	}
 }
 

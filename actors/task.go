@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -205,7 +206,7 @@ func (t *task) Receive(ctx actor.Context) {
 	// The runtime's own code should never panic here; if it does, the task is
 	// recorded failed rather than restarted (a restart would lose the outcome and
 	// could never be what a background task wants).
-	if err := messages.Contain("task actor", func() error { t.receive(ctx); return nil }); err != nil {
+	if err := contain.Call("task actor", func() error { t.receive(ctx); return nil }); err != nil {
 		t.rt.log.Error("taskrt: task actor panicked", "task", t.snap.ID, "err", err, "stack", string(err.(*messages.PanicError).Stack))
 		t.transition(ctx, runtimePanicked, messages.Outcome{Status: messages.Failed, Detail: fmt.Sprintf("runtime panic: %v", err.(*messages.PanicError).Value)})
 		if t.spawning != nil && t.spawning.pid != nil {
@@ -386,7 +387,7 @@ func (t *task) settle(ctx actor.Context, o messages.Outcome) {
 	t.endWatches() // after a last scan: their notices come before the completion notice
 	var size int64
 	if out := t.stream(); out != nil {
-		size, _ = messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
+		size, _ = contain.Value("output", func() (int64, error) { return out.Written(), nil })
 	}
 	t.toRegistry(ctx, &taskSettled{id: t.snap.ID, status: t.snap.Status, detail: t.snap.Detail, finished: t.snap.Finished,
 		reported: t.snap.Reported, bytes: size, queued: t.queue != nil && !t.queue.dispatched})
@@ -514,7 +515,7 @@ func (t *task) cancelAsync(reason string, sender *actor.PID) {
 	}
 	cancel, self, rt := t.hooks.Cancel, t.self, t.rt
 	t.calls.run(rt, "cancel", func() {
-		err := messages.Contain("cancel", func() error { return cancel(reason) })
+		err := contain.Call("cancel", func() error { return cancel(reason) })
 		tellTask(rt.system.Root, self, &cancelResult{err: err, sender: sender})
 	})
 }
@@ -556,7 +557,7 @@ func (t *task) stopped() {
 		return
 	}
 	run := func() {
-		if err := messages.Contain("release", func() error { release(); return nil }); err != nil {
+		if err := contain.Call("release", func() error { release(); return nil }); err != nil {
 			t.rt.log.Error("taskrt: Release panicked", "task", t.snap.ID, "err", err)
 		}
 	}

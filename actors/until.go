@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -89,7 +90,7 @@ func (t *task) matchUntils(ctx actor.Context) {
 		w := pr.untils[i]
 		var out, match string
 		var ok bool
-		err := messages.Contain("read output", func() error {
+		err := contain.Call("read output", func() error {
 			out, match, ok = t.stream().ReadMatch(w.re)
 			return nil
 		})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -267,7 +268,7 @@ func (t *task) startWatch(ctx actor.Context, m *watchTask) {
 		return
 	}
 	t.listening.Store(true) // before the offset is taken: a write after it wakes the task
-	off, err := messages.ContainValue("output", func() (int64, error) { return out.Written(), nil })
+	off, err := contain.Value("output", func() (int64, error) { return out.Written(), nil })
 	if err != nil {
 		refuse(fmt.Errorf("watch task %s: %w", t.snap.ID, err))
 		return
@@ -293,7 +294,7 @@ func (t *task) scanWatches(final bool) {
 		return
 	}
 	for _, w := range pr.watches {
-		err := messages.Contain("peek output", func() error {
+		err := contain.Call("peek output", func() error {
 			for {
 				data, next, missed := out.Peek(w.off, maxPeek)
 				if missed > 0 { // bytes no longer held: the line they were part of is lost

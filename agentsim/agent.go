@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/subagent"
 	"github.com/taskrt/taskrt/tools"
@@ -91,7 +92,7 @@ func (a *Agent) Turn(ctx context.Context, prompt string) subagent.Result {
 	}
 }
 
-// report writes one progress line (on one line, cut to tools.MaxLabel runes).
+// report writes one progress line (on one line, cut as tools.Label cuts it).
 func (a *Agent) report(line string) {
 	if a.progress != nil {
 		_, _ = io.WriteString(a.progress, tools.Label(line)+"\n")
@@ -100,7 +101,7 @@ func (a *Agent) report(line string) {
 
 // nextStep asks the model, turning a panic into an error.
 func (a *Agent) nextStep(ctx context.Context) (Step, error) {
-	return messages.ContainValue("model", func() (Step, error) { return a.model.Next(ctx, a.session) })
+	return contain.Value("model", func() (Step, error) { return a.model.Next(ctx, a.session) })
 }
 
 // execute runs the calls concurrently and returns their results in call order.

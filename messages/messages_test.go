@@ -1,11 +1,9 @@
 package messages_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/taskrt/taskrt/messages"
@@ -40,37 +38,6 @@ func TestKindPattern(t *testing.T) {
 	} {
 		assert.Equal(t, want, messages.KindPattern().MatchString(kind), "kind %q", kind)
 	}
-}
-
-func TestContainTurnsAPanicIntoAPanicErrorWithItsStack(t *testing.T) {
-	boom := errors.New("boom")
-	tests := []struct {
-		name      string
-		f         func() error
-		wantText  string
-		wantIsErr error
-	}{
-		{"no panic: f's error", func() error { return boom }, "boom", boom},
-		{"panic with a value", func() error { panic("kaboom") }, "run panicked: kaboom", nil},
-		{"panic with an error unwraps to it", func() error { panic(boom) }, "run panicked: boom", boom},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := messages.Contain("run", tc.f)
-			require.Error(t, err)
-			assert.Equal(t, tc.wantText, err.Error())
-			if tc.wantIsErr != nil {
-				assert.ErrorIs(t, err, tc.wantIsErr)
-			}
-			var pe *messages.PanicError
-			if errors.As(err, &pe) {
-				assert.Contains(t, string(pe.Stack), "messages_test.go", "the stack of the panic")
-			}
-		})
-	}
-	v, err := messages.ContainValue("read", func() (string, error) { return "ok", nil })
-	assert.Equal(t, "ok", v)
-	assert.NoError(t, err)
 }
 
 func TestLimitError(t *testing.T) {

@@ -1,9 +1,6 @@
 package messages
 
-import (
-	"fmt"
-	"runtime/debug"
-)
+import "fmt"
 
 // PanicError is a panic recovered from code that taskrt calls but does not own — a
 // producer's Run, Cancel, ReadOutput or Release, an injector, a cleanup, an OnDone
@@ -25,26 +22,4 @@ func (e *PanicError) Unwrap() error {
 		return err
 	}
 	return nil
-}
-
-// Contain calls f and turns a panic into a *PanicError. It is the one way taskrt
-// recovers from a panic: every package that calls code it does not own goes through
-// it, so every contained panic keeps its stack.
-func Contain(where string, f func() error) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &PanicError{Where: where, Value: p, Stack: debug.Stack()}
-		}
-	}()
-	return f()
-}
-
-// ContainValue is Contain for a function that also returns a value.
-func ContainValue[T any](where string, f func() (T, error)) (v T, err error) {
-	err = Contain(where, func() error {
-		var e error
-		v, e = f()
-		return e
-	})
-	return v, err
 }

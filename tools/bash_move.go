@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 )
@@ -32,7 +33,7 @@ func (b *BashTool) foregroundOrMove(ctx context.Context, caller messages.AgentID
 	timeout, clamped := b.foregroundTimeout(timeoutMS)
 	began := time.Now()
 	spec := b.run.Spec(caller, cmd)
-	h, err := messages.ContainValue("run", spec.Run)
+	h, err := contain.Value("run", spec.Run)
 	if err != nil {
 		return errResult(err) // nothing ran
 	}
@@ -103,7 +104,7 @@ func (b *BashTool) foregroundAnswer(h messages.Hooks, o messages.Outcome, lines 
 }
 
 func (b *BashTool) timedOut(h messages.Hooks, timeout time.Duration, clamped, note string) Result {
-	_ = messages.Contain("cancel", func() error { return h.Cancel(fmt.Sprintf("timed out after %s", timeout)) })
+	_ = contain.Call("cancel", func() error { return h.Cancel(fmt.Sprintf("timed out after %s", timeout)) })
 	o := <-h.Done
 	if o.Status == messages.Killed {
 		note = strings.TrimSpace(note + "\n" + fmt.Sprintf("(timed out after %d ms; the command and its process group were killed)", timeout.Milliseconds()))
@@ -113,7 +114,7 @@ func (b *BashTool) timedOut(h messages.Hooks, timeout time.Duration, clamped, no
 
 func (b *BashTool) cancelled(ctx context.Context, h messages.Hooks, clamped string) Result {
 	err := ctx.Err()
-	_ = messages.Contain("cancel", func() error { return h.Cancel("caller gave up: " + err.Error()) })
+	_ = contain.Call("cancel", func() error { return h.Cancel("caller gave up: " + err.Error()) })
 	o := <-h.Done
 	r := b.foregroundAnswer(h, o, clamped, fmt.Sprintf("(cancelled: %s; the command and its process group were killed)", oneLine(err.Error())))
 	r.IsError = true
@@ -125,7 +126,7 @@ func (b *BashTool) cancelled(ctx context.Context, h messages.Hooks, clamped stri
 // bash.Producer.Run does).
 func readAll(h messages.Hooks) string {
 	var out string
-	_ = messages.Contain("read output", func() error {
+	_ = contain.Call("read output", func() error {
 		switch {
 		case h.Output != nil:
 			if rs, ok := h.Output.(interface{ RemoveSpill(string) }); ok {
@@ -138,7 +139,7 @@ func readAll(h messages.Hooks) string {
 		return nil
 	})
 	if h.Release != nil {
-		_ = messages.Contain("release", func() error { h.Release(); return nil })
+		_ = contain.Call("release", func() error { h.Release(); return nil })
 	}
 	return out
 }
@@ -148,7 +149,7 @@ func readAll(h messages.Hooks) string {
 func movedText(id messages.TaskID, spec messages.Spec, after time.Duration, caller messages.AgentID, out messages.Output) string {
 	var sofar string
 	if out != nil {
-		_ = messages.Contain("peek output", func() error {
+		_ = contain.Call("peek output", func() error {
 			written := out.Written()
 			off := max(written-movedTail, 0)
 			data, _, _ := out.Peek(off, movedTail)

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	fakepkg "github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
-	fakepkg "github.com/taskrt/taskrt/producers/fake"
 	"github.com/taskrt/taskrt/tools"
 )
 

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -29,11 +30,11 @@ func statusLine(st messages.Status, detail string) string {
 	return fmt.Sprintf("[status: %s]", st)
 }
 
-// NoticeText is the completion notice injected into the owning agent's session when
+// noticeText is the completion notice injected into the owning agent's session when
 // an unreported task settles:
 //
 //	background task bash-1 (bash: make test) finished [status: completed, exit code: 0]. Read its output with task_output.
-func NoticeText(s messages.Snapshot) string {
+func noticeText(s messages.Snapshot) string {
 	return fmt.Sprintf("background task %s (%s: %s) finished %s. Read its output with task_output.",
 		s.ID, s.Kind, Label(s.Label), StatusLine(s))
 }
@@ -122,14 +123,14 @@ func clampedText(maxMS int64) string { return fmt.Sprintf("(timeout_ms clamped t
 // not reach, in every tool: the two must be indistinguishable.
 func notFoundText(id string) string { return "task not found: " + truncate(oneLine(id), 128) }
 
-// MaxLabel is the longest label, in runes, that the tools print; longer labels are
+// maxLabel is the longest label, in runes, that the tools print; longer labels are
 // cut and end with "…".
-const MaxLabel = 200
+const maxLabel = 200
 
 // Label renders a task label for one line of model-facing text: line breaks become
-// spaces and labels longer than MaxLabel runes are cut, so that a multi-line command
+// spaces and labels longer than maxLabel runes are cut, so that a multi-line command
 // never breaks the one-line-per-task shape of task_list or a notice.
-func Label(l string) string { return truncate(oneLine(l), MaxLabel) }
+func Label(l string) string { return truncate(oneLine(l), maxLabel) }
 
 // oneLine replaces line breaks (CR, LF, CRLF) with single spaces and trims the ends.
 func oneLine(s string) string {
@@ -176,11 +177,11 @@ func errResult(err error) Result {
 	return Result{Text: truncate(oneLine(inOwnWords(err.Error())), maxErrorText), IsError: true}
 }
 
-// contained runs a tool's call through messages.Contain: a panic in it (a bug) becomes
+// contained runs a tool's call through contain.Call: a panic in it (a bug) becomes
 // the tool error "<name> failed: internal error: <value>", never a crash of the
 // embedder's agent loop.
 func contained(name string, call func() Result) Result {
-	res, err := messages.ContainValue(name, func() (Result, error) { return call(), nil })
+	res, err := contain.Value(name, func() (Result, error) { return call(), nil })
 	var p *messages.PanicError
 	if errors.As(err, &p) {
 		return Result{Text: fmt.Sprintf("%s failed: internal error: %s", name, oneLine(fmt.Sprint(p.Value))), IsError: true}

@@ -10,8 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	fakepkg "github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
-	fakepkg "github.com/taskrt/taskrt/producers/fake"
 	"github.com/taskrt/taskrt/tools"
 )
 

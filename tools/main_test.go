@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskrt/taskrt/actors"
+	fakepkg "github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
-	fakepkg "github.com/taskrt/taskrt/producers/fake"
 	"github.com/taskrt/taskrt/tools"
 )
 
@@ -154,7 +154,7 @@ func next(t *testing.T, ch <-chan string) string {
 	}
 }
 
-// fake is the shared fake producer (producers/fake) under the names these tests
+// fake is the shared fake producer (internal/fake) under the names these tests
 // use: it streams what the test emits, settles with the outcome the test gives (or,
 // when cancelled, as killed by SIGTERM), and can be told to fail or hold its Cancel.
 type fake struct{ *fakepkg.Task }

@@ -116,7 +116,7 @@ func (t *TaskTools) onDone(s messages.Snapshot) {
 		return
 	}
 	t.calls.await(t.ctx, s.ID)
-	delivered, err := t.rt.Tasks().Notify(t.ctx, s.ID, NoticeText(s))
+	delivered, err := t.rt.Tasks().Notify(t.ctx, s.ID, noticeText(s))
 	switch {
 	case err != nil:
 		t.notices.count(&t.notices.failed)

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	fakepkg "github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
-	fakepkg "github.com/taskrt/taskrt/producers/fake"
 	"github.com/taskrt/taskrt/tools"
 )
 

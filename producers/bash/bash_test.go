@@ -677,12 +677,12 @@ func TestLiveCountsRunningProcesses(t *testing.T) {
 		readUntil(t, h, "ready", settleLimit)
 		assert.Equal(t, 3, p.Live(), "the shell and its two children")
 		assert.Zero(t, other.Live(), "another producer's count is its own")
-		assert.Equal(t, 3, LiveProcesses(), "every producer of this process")
-		assert.GreaterOrEqual(t, MachineLiveProcesses(), 3)
+		assert.Equal(t, 3, liveProcesses(), "every producer of this process")
+		assert.GreaterOrEqual(t, machineLiveProcesses(), 3)
 		require.NoError(t, h.Cancel("done"))
 		h.awaitDone(t, settleLimit)
 		requireQuiet(t, p)
-		assert.Zero(t, LiveProcesses())
+		assert.Zero(t, liveProcesses())
 	})
 }
 

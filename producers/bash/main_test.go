@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/taskrt/taskrt/internal/outputtest"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/output"
-	"github.com/taskrt/taskrt/producers/output/outputtest"
 )
 
 func TestMain(m *testing.M) {
@@ -45,7 +45,7 @@ func (s survivorCheck) Run() int {
 	if code != 0 {
 		return code
 	}
-	if n := LiveProcesses(); n > 0 {
+	if n := liveProcesses(); n > 0 {
 		fmt.Fprintf(os.Stderr, "survivors: %d processes started by this test run are still running\n", n)
 		return 1
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/taskrt/taskrt/internal/leakcheck"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -199,16 +200,11 @@ func (p *Producer) Live() int {
 // taskDirPrefix starts the names of this producer's task cgroups.
 func (p *Producer) taskDirPrefix() string { return "task-" + strconv.FormatUint(p.n, 10) + "-" }
 
-// LiveProcesses counts the running processes of the bash tasks of every Producer in
-// this process: the quiescence check for tests and simulators that hold more than one
-// Producer. Tasks of other programs on the machine are not counted (see
-// MachineLiveProcesses).
-//
-// LiveProcesses and MachineLiveProcesses are exported for the benchmark and stress
-// commands under bench/ and for the tests of other packages (producers/remote), which
-// cannot import an internal package of producers/bash; an embedder asks its own
-// Producer instead (Producer.Live).
-func LiveProcesses() int {
+func init() { leakcheck.Register(liveProcesses, machineLiveProcesses) }
+
+// liveProcesses counts the running processes of the bash tasks of every Producer in
+// this process (leakcheck.Live).
+func liveProcesses() int {
 	prefix := fmt.Sprintf("%d.", os.Getpid())
 	pids := markedPids(func(m string) bool { return strings.HasPrefix(m, prefix) })
 	for _, t := range allTrees() {
@@ -217,11 +213,9 @@ func LiveProcesses() int {
 	return len(pids)
 }
 
-// MachineLiveProcesses counts the running processes on this machine that carry any
-// bash task marker, from any Producer in any process (this process itself
-// excluded), plus those in this process's task cgroups. It exists for the stress
-// command's report (see LiveProcesses).
-func MachineLiveProcesses() int {
+// machineLiveProcesses counts the running processes on this machine that carry any
+// bash task marker, and those in this process's task cgroups (leakcheck.Machine).
+func machineLiveProcesses() int {
 	pids := markedPids(func(string) bool { return true })
 	for _, t := range allTrees() {
 		t.live("task-", pids)

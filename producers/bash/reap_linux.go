@@ -12,9 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"golang.org/x/sys/unix"
-
-	"github.com/taskrt/taskrt/messages"
 )
 
 // Cgroup mode's zombies. When this process receives orphans (it is a child
@@ -61,7 +60,7 @@ func (r *reaper) run(line string) error {
 		return <-req.done
 	}
 	var busy map[string]bool
-	err := messages.Contain("bash reaper", func() error { busy = r.round([]*reapReq{req}); return nil })
+	err := contain.Call("bash reaper", func() error { busy = r.round([]*reapReq{req}); return nil })
 	if err == nil && !busy[line] {
 		r.rounds.handOff(r.loop) // to requests that came meanwhile, if any
 		return nil
@@ -79,7 +78,7 @@ func (r *reaper) loop() {
 		}
 
 		var busy map[string]bool
-		if err := messages.Contain("bash reaper", func() error { busy = r.round(active); return nil }); err != nil {
+		if err := contain.Call("bash reaper", func() error { busy = r.round(active); return nil }); err != nil {
 			for _, req := range active {
 				req.done <- fmt.Errorf("reaping orphans: %w", err)
 			}

@@ -12,9 +12,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"golang.org/x/sys/unix"
-
-	"github.com/taskrt/taskrt/messages"
 )
 
 // errThreadStuck reports that the spawning thread could not leave a task's v1
@@ -53,7 +52,7 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 	runtime.LockOSThread()
 	if cg == nil || len(cg.v1) == 0 {
 		defer runtime.UnlockOSThread()
-		return messages.Contain("bash spawn", cmd.Start)
+		return contain.Call("bash spawn", cmd.Start)
 	}
 	tid := unix.Gettid()
 	if tid == selfPid {
@@ -95,7 +94,7 @@ func spawnLocked(cmd *exec.Cmd, cg *taskCgroup) error {
 		entered = append(entered, ctl)
 	}
 	if err == nil {
-		err = messages.Contain("bash spawn", cmd.Start)
+		err = contain.Call("bash spawn", cmd.Start)
 		if err == nil {
 			err = cg.lowerAfterSpawn()
 		}

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/internal/contain"
 )
 
 // Sweep mode: once a task's leader has exited, whatever is left of the task is
@@ -140,7 +140,7 @@ func (s *sweeper) loop() {
 			)
 			if err != nil {
 				finished, res = true, sweepResult{len(sw.killed), fmt.Errorf("finding leftover processes: %w", err)}
-			} else if perr := messages.Contain("bash sweep", func() error { finished, res = sw.look(snap, now); return nil }); perr != nil {
+			} else if perr := contain.Call("bash sweep", func() error { finished, res = sw.look(snap, now); return nil }); perr != nil {
 				finished, res = true, sweepResult{len(sw.killed), fmt.Errorf("sweep: %w", perr)}
 			}
 			if finished {

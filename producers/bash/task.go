@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/output"
 )
@@ -383,8 +384,8 @@ func (t *task) monitor() {
 	exited := make(chan error, 1)
 	drained := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { exited <- messages.Contain("bash exit waiter", func() error { return waitExited(t.pid) }) })
-	wg.Go(func() { drained <- messages.Contain("bash output reader", t.readAll) })
+	wg.Go(func() { exited <- contain.Call("bash exit waiter", func() error { return waitExited(t.pid) }) })
+	wg.Go(func() { drained <- contain.Call("bash output reader", t.readAll) })
 	o := t.lifecycle(exited, drained)
 	t.in.end() // done at the leader's exit already, unless the lifecycle failed before it
 	wg.Wait()
@@ -397,7 +398,7 @@ func (t *task) monitor() {
 func (t *task) lifecycle(exited, drained <-chan error) messages.Outcome {
 	pr := &progress{}
 	var o messages.Outcome
-	if err := messages.Contain("bash lifecycle", func() error { o = t.steps(pr, exited, drained); return nil }); err != nil {
+	if err := contain.Call("bash lifecycle", func() error { o = t.steps(pr, exited, drained); return nil }); err != nil {
 		return t.salvage(pr, exited, drained, err)
 	}
 	return o
@@ -675,22 +676,22 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 		t.log.Error("bash task failed internally; killing it", "err", cause)
 	}
 	if !pr.done(phaseExited) { // the leader is not reaped either
-		_ = messages.Contain("bash salvage kill", func() error { return t.jail.kill(t.pid) })
+		_ = contain.Call("bash salvage kill", func() error { return t.jail.kill(t.pid) })
 		<-exited
 		pr.reach(phaseExited)
 	}
 	t.in.end()
 	if !pr.done(phaseSettled) {
-		_ = messages.Contain("bash salvage settle", func() error { _, err := t.jail.settle(t.pid); return err })
+		_ = contain.Call("bash salvage settle", func() error { _, err := t.jail.settle(t.pid); return err })
 		pr.reach(phaseSettled)
 	}
 	if !pr.done(phaseReaped) {
-		_ = messages.Contain("bash salvage reap", func() error { _, err := t.reapLeader(pr); return err })
+		_ = contain.Call("bash salvage reap", func() error { _, err := t.reapLeader(pr); return err })
 	}
-	_ = messages.Contain("bash salvage orphans", func() error { return t.jail.reapOrphans(t.pid) })
+	_ = contain.Call("bash salvage orphans", func() error { return t.jail.reapOrphans(t.pid) })
 	t.releaseTerminal()
 	if !pr.drained {
-		_ = messages.Contain("bash salvage drain", func() error {
+		_ = contain.Call("bash salvage drain", func() error {
 			if err := t.pipe.SetReadDeadline(time.Now()); err != nil {
 				t.closePipe()
 			}
@@ -701,7 +702,7 @@ func (t *task) salvage(pr *progress, exited, drained <-chan error, cause error) 
 	}
 	t.closePipe()
 	if !pr.done(phaseReleased) {
-		_ = messages.Contain("bash salvage release", t.jail.release)
+		_ = contain.Call("bash salvage release", t.jail.release)
 		pr.reach(phaseReleased)
 	}
 	return messages.Outcome{Status: messages.Failed, Detail: "internal error: " + cause.Error()}

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/taskrt/taskrt/producers/output/outputtest"
+	"github.com/taskrt/taskrt/internal/outputtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

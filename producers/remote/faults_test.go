@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/internal/blackhole"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
-	"github.com/taskrt/taskrt/producers/remote/blackhole"
 )
 
 // partitioned is one NATS server (with a Cluster's short client pings) and a

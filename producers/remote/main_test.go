@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/internal/leakcheck"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 )
@@ -28,7 +29,7 @@ type survivorCheck struct{ m *testing.M }
 func (s survivorCheck) Run() int {
 	code := s.m.Run()
 	if code == 0 {
-		if n := bash.LiveProcesses(); n > 0 {
+		if n := leakcheck.Live(); n > 0 {
 			fmt.Fprintf(os.Stderr, "survivors: %d processes of workers' commands still run\n", n)
 			return 1
 		}

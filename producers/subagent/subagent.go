@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/output"
 )
@@ -185,7 +186,7 @@ func (p *Producer) launch(ctx context.Context, owner messages.AgentID, b Brief, 
 	if progress != nil {
 		req.Progress = progress
 	}
-	run, err = messages.ContainValue("launcher", func() (Run, error) { return p.launcher.Launch(ctx, req) })
+	run, err = contain.Value("launcher", func() (Run, error) { return p.launcher.Launch(ctx, req) })
 	if err != nil {
 		return nil, fmt.Errorf("launch sub-agent %s: %w", req.Child, err)
 	}
@@ -207,8 +208,8 @@ func (p *Producer) childID(owner messages.AgentID) messages.AgentID {
 // Outcome. A panicking Launcher becomes a failed Outcome rather than a lost one.
 func settle(run Run) messages.Outcome {
 	var o messages.Outcome
-	err := messages.Contain("sub-agent run", func() error {
-		o = Map(run.Wait())
+	err := contain.Call("sub-agent run", func() error {
+		o = outcomeOf(run.Wait())
 		if err := run.Dispose(context.Background()); err != nil {
 			// Quiescence is not confirmed: the child may still own live work.
 			o = messages.Outcome{Status: messages.Failed, Output: o.Output,
@@ -223,14 +224,14 @@ func settle(run Run) messages.Outcome {
 }
 
 func cancelRun(run Run, reason string) error {
-	return messages.Contain("sub-agent cancel", func() error { run.Cancel(reason); return nil })
+	return contain.Call("sub-agent cancel", func() error { run.Cancel(reason); return nil })
 }
 
-// Map turns a child's Result into a task Outcome: completed → Completed; aborted →
+// map turns a child's Result into a task Outcome: completed → Completed; aborted →
 // Killed with detail "aborted" (": reason" when known); error, max-tokens, refusal and
 // any other reason → Failed with the reason as detail ("error: message" when the
 // error has one). The output is carried over in every case.
-func Map(r Result) messages.Outcome {
+func outcomeOf(r Result) messages.Outcome {
 	o := messages.Outcome{Output: r.Output}
 	switch r.Stop {
 	case StopCompleted:

@@ -128,7 +128,7 @@ func TestMap(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := subagent.Map(tc.in); got != tc.want {
-				t.Errorf("Map(%+v) = %+v, want %+v", tc.in, got, tc.want)
+				t.Errorf("outcomeOf(%+v) = %+v, want %+v", tc.in, got, tc.want)
 			}
 		})
 	}

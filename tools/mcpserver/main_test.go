@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/taskrt/taskrt/actors"
-	"github.com/taskrt/taskrt/tools/internal/proctest"
+	"github.com/taskrt/taskrt/internal/proctest"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
 

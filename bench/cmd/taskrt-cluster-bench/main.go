@@ -39,10 +39,10 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/internal/blackhole"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/remote"
-	"github.com/taskrt/taskrt/producers/remote/blackhole"
 )
 
 // ownerEnv makes this program an owner node process: "URL LEASE N".

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskrt/taskrt/internal/leakcheck"
 	"github.com/taskrt/taskrt/producers/bash"
 )
 
@@ -27,7 +28,7 @@ func TestContainmentTableMeasuresEveryColumn(t *testing.T) {
 			assert.Positive(t, r.PerRun[impl], "%s with %d idle processes", impl, r.Idle)
 		}
 	}
-	assert.Zero(t, bash.LiveProcesses())
+	assert.Zero(t, leakcheck.Live())
 }
 
 func TestKillStormLeavesNothing(t *testing.T) {

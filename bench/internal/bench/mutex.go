@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -425,13 +426,13 @@ func (r *MutexRegistry) Live() int {
 }
 
 func runContained(run func() (messages.Hooks, error)) (messages.Hooks, error) {
-	return messages.ContainValue("run", run)
+	return contain.Value("run", run)
 }
 
 func cancelContained(cancel func(string) error, reason string) error {
-	return messages.Contain("cancel", func() error { return cancel(reason) })
+	return contain.Call("cancel", func() error { return cancel(reason) })
 }
 
 func readContained(read func() string) (string, error) {
-	return messages.ContainValue("producer", func() (string, error) { return read(), nil })
+	return contain.Value("producer", func() (string, error) { return read(), nil })
 }

@@ -29,7 +29,7 @@ type Report struct {
 	Stats      actors.Stats // after Close
 	Goroutines [2]int       // before the runtime started, after Close
 	Processes  int          // processes of this run's bash tasks alive after Close
-	// MachineProcesses is bash.MachineLiveProcesses after Close: every process on the
+	// MachineProcesses is leakcheck.Machine after Close: every process on the
 	// machine with a bash task marker, other programs' included (informational).
 	MachineProcesses int
 	RuntimeErrors    []string // error-level records the runtime logged

@@ -16,7 +16,7 @@
 //   - List shows a caller only its own and unowned tasks;
 //   - after Close: zero task records, running tasks, agents and actors
 //     (actors.Runtime.Stats), nothing abandoned, the goroutine count back to its
-//     baseline, and no process of any bash task alive (bash.LiveProcesses).
+//     baseline, and no process of any bash task alive (leakcheck.Live).
 //
 // Run drives it; the taskrt-stress command (bench/cmd/taskrt-stress, `make stress`)
 // wraps it with flags. A run is reproducible in the operations each agent chooses

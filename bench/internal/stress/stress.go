@@ -17,6 +17,7 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/agentsim"
+	"github.com/taskrt/taskrt/internal/leakcheck"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/output"
@@ -109,7 +110,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		h.violate("goroutines: %d after Close, %d before the runtime started\n%s", rep.Goroutines[1], baseline, goroutineDump())
 	}
 	rep.Processes = settleProcesses(h.bash, 5*time.Second)
-	rep.MachineProcesses = bash.MachineLiveProcesses()
+	rep.MachineProcesses = leakcheck.Machine()
 	if rep.Processes != 0 {
 		h.violate("%d processes of bash tasks still alive after Close:\n%s", rep.Processes, markedProcesses())
 	}
@@ -466,7 +467,7 @@ func settleGoroutines(baseline int, limit time.Duration) int {
 }
 
 // settleProcesses polls the live processes of p's tasks until there are none or limit
-// passes. (bash.MachineLiveProcesses would count every process on the machine that carries
+// passes. (leakcheck.Machine would count every process on the machine that carries
 // a bash task marker, including those of other programs' producers, such as a
 // concurrent go test of producers/bash; p.Live counts this run's only.)
 func settleProcesses(p *bash.Producer, limit time.Duration) int {

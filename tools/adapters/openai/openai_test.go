@@ -14,8 +14,8 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/taskrt/taskrt/actors"
+	fakeproducer "github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
-	fakeproducer "github.com/taskrt/taskrt/producers/fake"
 	"github.com/taskrt/taskrt/tools"
 	taskrt "github.com/taskrt/taskrt/tools/adapters/openai"
 )

@@ -30,7 +30,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
-	"github.com/taskrt/taskrt/tools/internal/proctest"
+	"github.com/taskrt/taskrt/internal/proctest"
 )
 
 var transcript = flag.String("transcript", "", "write the stdio session transcript of TestStdioSession to `FILE`")

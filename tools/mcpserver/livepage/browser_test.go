@@ -15,8 +15,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/taskrt/taskrt/internal/proctest"
 	"github.com/taskrt/taskrt/messages"
-	"github.com/taskrt/taskrt/tools/internal/proctest"
 )
 
 var screenshot = flag.String("screenshot", "", "also write TestPageInBrowser's screenshot of the live page to `FILE` (it is always written to the test's artifact directory; keep it with go test -artifacts)")

@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
-	"github.com/taskrt/taskrt/producers/fake"
 	"github.com/taskrt/taskrt/producers/output"
 	"github.com/taskrt/taskrt/tools/mcpserver/livepage"
 )

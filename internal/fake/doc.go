@@ -3,7 +3,8 @@
 // killed by SIGTERM), and can be told to fail, panic or hold its Cancel. It starts no
 // process and no goroutine.
 //
-// It exists for tests — of the runtime, of the tools, of code that embeds taskrt — and
-// for examples: every rule of the producer contract (messages.Hooks) can be exercised
-// with it deterministically. Do not use it to run real work.
+// It exists for this module's tests — of the runtime, the tools, the MCP server and
+// the adapters: every rule of the producer contract (messages.Hooks) can be
+// exercised with it deterministically. An embedder's own tests drive real work
+// instead (a bash command, an agentsim sub-agent).
 package fake

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/taskrt/taskrt/internal/fake"
 	"github.com/taskrt/taskrt/messages"
-	"github.com/taskrt/taskrt/producers/fake"
 )
 
 func TestFakeFollowsTheProducerContract(t *testing.T) {
