@@ -1,0 +1,4 @@
+package subagent
+
+// Map is outcomeOf, for the external tests.
+var Map = outcomeOf
