@@ -27,8 +27,8 @@ const (
 	defaultMaxWait     = 600 * time.Second
 )
 
-// SurfaceName is the name under which TaskTools attaches its control surface.
-const SurfaceName = "task tools"
+// surfaceName is the name under which TaskTools attaches its control surface.
+const surfaceName = "task tools"
 
 // TaskTools is the control surface of a runtime: the task_output, task_list and
 // task_kill tools, and the completion-notice path into the owning agents' sessions.
@@ -111,7 +111,7 @@ func WithInputWait(d time.Duration) TaskOption {
 }
 
 // NewTaskTools attaches the task tools to rt as its control surface
-// (Tasks.AttachSurface(SurfaceName)) and subscribes the completion-notice injector
+// (Tasks.AttachSurface(surfaceName)) and subscribes the completion-notice injector
 // (Tasks.OnDone). Call Close to detach both; closing the runtime also ends them.
 func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
 	cfg := taskConfig{waitTimeout: defaultWaitTimeout, maxWait: defaultMaxWait, inputWait: defaultInputWait}
@@ -131,7 +131,7 @@ func NewTaskTools(rt *actors.Runtime, opts ...TaskOption) *TaskTools {
 	t.wait = t.newWaitTool()
 	t.input = t.newInputTool()
 	t.watch = t.newWatchTool()
-	t.detach = rt.Tasks().AttachSurface(SurfaceName)
+	t.detach = rt.Tasks().AttachSurface(surfaceName)
 	t.unsubscribe = rt.Tasks().OnDone(t.onDone)
 	return t
 }

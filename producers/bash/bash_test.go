@@ -67,7 +67,7 @@ func TestStartFailuresCreateNothing(t *testing.T) {
 	}{
 		{"a missing working directory fails the start", New(), Command{Command: "true", Dir: "/nonexistent/dir"}, "bash: working directory: stat /nonexistent/dir: no such file or directory"},
 		{"a shell that cannot run fails the start", New(WithShell("/nonexistent/bash")), Command{Command: "true"}, "no such file or directory"},
-		{"a blank command fails the start", New(), Command{Command: "  \n"}, ErrEmptyCommand.Error()},
+		{"a blank command fails the start", New(), Command{Command: "  \n"}, errEmptyCommand.Error()},
 		{"a malformed environment entry fails the start", New(), Command{Command: "true", Env: []string{"NOEQUALS"}}, "malformed environment entry"},
 	}
 	for _, tc := range tests {

@@ -24,14 +24,29 @@ const maxArgCommand = 64 << 10
 // text the way -c does; $0 and the positional parameters are the same.
 const fdScript = `eval "$(</dev/fd/3)" 3<&-`
 
-var (
-	// ErrEmptyCommand is returned by Start and Run for a blank command.
-	ErrEmptyCommand = errors.New("bash: empty command")
-	// ErrCommandTooLong is returned by Start and Run for a command over MaxCommand.
-	ErrCommandTooLong = errors.New("bash: command too long")
-	// ErrCommandNUL is returned by Start and Run for a command with a NUL byte, which
-	// no shell can receive.
-	ErrCommandNUL = errors.New("bash: command contains a NUL byte")
+// ErrInvalidCommand is what Start and Run return for a Command they refuse before
+// starting anything: a blank command, one over MaxCommand or with a NUL byte (which
+// no shell can receive), an unknown stdin mode (or, for Run, any but StdinNone), a
+// malformed sandbox (an unknown mode, Writable paths in read-only mode, a workspace
+// or writable path that is missing or is the root directory). ParseStdin and
+// ParseSandboxMode return it for a name they do not know. The error's text says
+// which rule the command broke.
+var ErrInvalidCommand = errors.New("bash: invalid command")
+
+// invalidCommand is one way a Command is invalid: its own text, and
+// errors.Is(err, ErrInvalidCommand).
+type invalidCommand string
+
+func (e invalidCommand) Error() string        { return string(e) }
+func (e invalidCommand) Is(target error) bool { return target == ErrInvalidCommand }
+
+// The ways a Command is invalid.
+const (
+	errEmptyCommand   = invalidCommand("bash: empty command")
+	errCommandTooLong = invalidCommand("bash: command too long")
+	errCommandNUL     = invalidCommand("bash: command contains a NUL byte")
+	errStdin          = invalidCommand("bash: invalid stdin mode")
+	errSandbox        = invalidCommand("bash: invalid sandbox")
 )
 
 // checkCommand rejects what cannot be run, with a one-line error that never
@@ -39,12 +54,12 @@ var (
 func checkCommand(command string) error {
 	switch {
 	case len(command) > MaxCommand:
-		return fmt.Errorf("%w: %d bytes, over the cap of %d bytes (1 MiB)", ErrCommandTooLong, len(command), MaxCommand)
+		return fmt.Errorf("%w: %d bytes, over the cap of %d bytes (1 MiB)", errCommandTooLong, len(command), MaxCommand)
 	case strings.TrimSpace(command) == "":
-		return ErrEmptyCommand
+		return errEmptyCommand
 	}
 	if i := strings.IndexByte(command, 0); i >= 0 {
-		return fmt.Errorf("%w (at byte %d)", ErrCommandNUL, i)
+		return fmt.Errorf("%w (at byte %d)", errCommandNUL, i)
 	}
 	return nil
 }
@@ -117,10 +132,6 @@ func (s Stdin) String() string {
 	return fmt.Sprintf("Stdin(%d)", uint8(s))
 }
 
-// ErrStdin is returned by Start for an unknown stdin mode, by Run for any mode but
-// StdinNone, and by ParseStdin for a name it does not know.
-var ErrStdin = errors.New("bash: invalid stdin mode")
-
 // ParseStdin returns the mode named "none", "pipe" or "tty"; "" is StdinNone.
 func ParseStdin(name string) (Stdin, error) {
 	switch name {
@@ -131,7 +142,7 @@ func ParseStdin(name string) (Stdin, error) {
 	case "tty":
 		return StdinTTY, nil
 	}
-	return StdinNone, fmt.Errorf("%w %q (want none, pipe or tty)", ErrStdin, truncateName(name))
+	return StdinNone, fmt.Errorf("%w %q (want none, pipe or tty)", errStdin, truncateName(name))
 }
 
 // truncateName bounds a name quoted in an error.

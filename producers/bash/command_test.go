@@ -64,9 +64,9 @@ func TestCommandSizes(t *testing.T) {
 		want    error
 		text    string
 	}{
-		{"a command over the cap fails naming the cap", bigCommandOf(MaxCommand + 1), ErrCommandTooLong,
+		{"a command over the cap fails naming the cap", bigCommandOf(MaxCommand + 1), errCommandTooLong,
 			"bash: command too long: 1048577 bytes, over the cap of 1048576 bytes (1 MiB)"},
-		{"a NUL byte fails saying so", "echo a\x00b", ErrCommandNUL, "bash: command contains a NUL byte (at byte 6)"},
+		{"a NUL byte fails saying so", "echo a\x00b", errCommandNUL, "bash: command contains a NUL byte (at byte 6)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := p.Start(Command{Command: tc.command})

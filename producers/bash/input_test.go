@@ -40,7 +40,7 @@ func TestStdinModeNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseStdin(tc.in)
 			if tc.wantErr != "" {
-				require.ErrorIs(t, err, ErrStdin)
+				require.ErrorIs(t, err, errStdin)
 				assert.EqualError(t, err, tc.wantErr)
 				return
 			}
@@ -55,13 +55,13 @@ func TestStdinModesThatCannotRunStartNothing(t *testing.T) {
 	p := newTestProducer(t)
 	t.Run("an unknown mode fails the start", func(t *testing.T) {
 		_, err := p.Start(Command{Command: "echo never", Stdin: StdinTTY + 1})
-		require.ErrorIs(t, err, ErrStdin)
+		require.ErrorIs(t, err, errStdin)
 		assert.EqualError(t, err, "bash: invalid stdin mode: Stdin(3)")
 	})
 	for _, mode := range interactiveModes {
 		t.Run("a foreground run refuses stdin "+mode.String(), func(t *testing.T) {
 			res, err := p.Run(context.Background(), Command{Command: "echo never", Stdin: mode}, time.Minute)
-			require.ErrorIs(t, err, ErrStdin)
+			require.ErrorIs(t, err, errStdin)
 			assert.EqualError(t, err, "bash: invalid stdin mode: a foreground command takes no input (stdin "+mode.String()+" is for background commands)")
 			assert.Equal(t, Result{}, res)
 		})

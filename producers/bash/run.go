@@ -33,7 +33,7 @@ type Result struct {
 // grace period) and Run still waits for it to settle. On ctx's end Run returns the
 // partial Result together with ctx's error. Errors from starting the command are
 // returned as Start returns them, with a zero Result. A foreground command takes no
-// input: c.Stdin must be StdinNone (else ErrStdin), and the command reads /dev/null.
+// input: c.Stdin must be StdinNone (else errStdin), and the command reads /dev/null.
 func (p *Producer) Run(ctx context.Context, c Command, timeout time.Duration) (Result, error) {
 	return p.RunWithProgress(ctx, c, timeout, Progress{})
 }
@@ -61,7 +61,7 @@ func (p *Producer) RunWithProgress(ctx context.Context, c Command, timeout time.
 		return Result{}, err
 	}
 	if c.Stdin != StdinNone {
-		return Result{}, fmt.Errorf("%w: a foreground command takes no input (stdin %s is for background commands)", ErrStdin, c.Stdin)
+		return Result{}, fmt.Errorf("%w: a foreground command takes no input (stdin %s is for background commands)", errStdin, c.Stdin)
 	}
 	t, err := p.start(c)
 	if err != nil {

@@ -49,7 +49,7 @@ func ParseSandboxMode(name string) (SandboxMode, error) {
 	case "workspace-write":
 		return SandboxWorkspaceWrite, nil
 	}
-	return SandboxOff, fmt.Errorf("%w: unknown sandbox mode %q (want off, read-only or workspace-write)", ErrSandbox, truncateName(name))
+	return SandboxOff, fmt.Errorf("%w: unknown sandbox mode %q (want off, read-only or workspace-write)", errSandbox, truncateName(name))
 }
 
 // Sandbox confines a command: what it may write (Mode, Writable) and whether it
@@ -95,11 +95,6 @@ func (s Sandbox) String() string {
 }
 
 var (
-	// ErrSandbox is returned by Start and Run for a sandbox that is malformed (an
-	// unknown mode, Writable paths in read-only mode, a workspace or writable path
-	// that is missing or is the root directory), and by ParseSandboxMode. Nothing
-	// was started.
-	ErrSandbox = errors.New("bash: invalid sandbox")
 	// ErrSandboxUnavailable is returned by Start and Run when a command asks for a
 	// sandbox that cannot be provided here: no bwrap, or bwrap cannot create its
 	// namespaces (user namespaces disabled, a seccomp filter, …). Nothing was
@@ -256,17 +251,17 @@ func (p *Producer) sandboxFor(c Command) (*sandboxPlan, error) {
 		return nil, nil
 	}
 	if s.Mode > SandboxWorkspaceWrite {
-		return nil, fmt.Errorf("%w: unknown mode %s", ErrSandbox, s.Mode)
+		return nil, fmt.Errorf("%w: unknown mode %s", errSandbox, s.Mode)
 	}
 	if s.Mode == SandboxReadOnly && len(s.Writable) > 0 {
-		return nil, fmt.Errorf("%w: writable paths need workspace-write, and this sandbox is read-only", ErrSandbox)
+		return nil, fmt.Errorf("%w: writable paths need workspace-write, and this sandbox is read-only", errSandbox)
 	}
 	if _, err := p.sb.check(); err != nil {
 		return nil, err
 	}
 	dir, err := filepath.Abs(c.Dir) // "" is this process's working directory
 	if err != nil {
-		return nil, fmt.Errorf("%w: the working directory: %v", ErrSandbox, err)
+		return nil, fmt.Errorf("%w: the working directory: %v", errSandbox, err)
 	}
 	var writable, visible []string
 	if s.Mode == SandboxReadOnly {
@@ -283,10 +278,10 @@ func (p *Producer) sandboxFor(c Command) (*sandboxPlan, error) {
 			}
 			real, err := filepath.EvalSymlinks(w)
 			if err != nil {
-				return nil, fmt.Errorf("%w: writable path: %v", ErrSandbox, err)
+				return nil, fmt.Errorf("%w: writable path: %v", errSandbox, err)
 			}
 			if real == "/" {
-				return nil, fmt.Errorf("%w: %s is the root directory, which would make the whole filesystem writable", ErrSandbox, w)
+				return nil, fmt.Errorf("%w: %s is the root directory, which would make the whole filesystem writable", errSandbox, w)
 			}
 			writable = append(writable, real)
 		}

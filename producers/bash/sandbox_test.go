@@ -265,7 +265,7 @@ func TestSandboxUnavailableStartsNothing(t *testing.T) {
 	})
 }
 
-// A malformed sandbox fails the start with ErrSandbox, before anything runs.
+// A malformed sandbox fails the start with errSandbox, before anything runs.
 func TestMalformedSandboxesStartNothing(t *testing.T) {
 	requireSandbox(t)
 	ws := t.TempDir()
@@ -286,7 +286,7 @@ func TestMalformedSandboxesStartNothing(t *testing.T) {
 			p := newTestProducer(t)
 			marker := filepath.Join(ws, "ran")
 			_, err := p.Start(Command{Command: "touch " + marker, Dir: tc.dir, Sandbox: &tc.s})
-			require.ErrorIs(t, err, ErrSandbox)
+			require.ErrorIs(t, err, errSandbox)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.NoFileExists(t, marker)
 			requireQuiet(t, p)
@@ -334,7 +334,7 @@ func TestProducerReportsItsSandbox(t *testing.T) {
 			assert.Equal(t, m, got)
 		}
 		_, err := ParseSandboxMode("full")
-		assert.ErrorIs(t, err, ErrSandbox)
+		assert.ErrorIs(t, err, errSandbox)
 	})
 }
 

@@ -134,7 +134,7 @@ func (p *Producer) start(c Command) (*task, error) {
 		return nil, err
 	}
 	if c.Stdin > StdinTTY {
-		return nil, fmt.Errorf("%w: %s", ErrStdin, c.Stdin)
+		return nil, fmt.Errorf("%w: %s", errStdin, c.Stdin)
 	}
 	tty := c.Stdin == StdinTTY
 	lim := c.Limits.or(p.cfg.limits)

@@ -236,7 +236,7 @@ func (p *Producer) Run(ctx context.Context, c bash.Command, timeout time.Duratio
 		return bash.Result{}, err
 	}
 	if c.Stdin != bash.StdinNone {
-		return bash.Result{}, fmt.Errorf("%w: a foreground command takes no input (stdin %s is for background commands)", bash.ErrStdin, c.Stdin)
+		return bash.Result{}, fmt.Errorf("%w: a foreground command takes no input (stdin %s is for background commands)", bash.ErrInvalidCommand, c.Stdin)
 	}
 	t, err := p.start(c)
 	if err != nil {
@@ -278,7 +278,7 @@ func (p *Producer) start(c bash.Command) (*rtask, error) {
 		return nil, fmt.Errorf("remote: invalid command: empty or over %d bytes", bash.MaxCommand)
 	}
 	if c.Stdin > bash.StdinTTY {
-		return nil, fmt.Errorf("%w: %s", bash.ErrStdin, c.Stdin)
+		return nil, fmt.Errorf("%w: %s", bash.ErrInvalidCommand, c.Stdin)
 	}
 	epoch, err := p.lease.current()
 	if err != nil {
