@@ -54,6 +54,11 @@ type Buffer struct {
 	closed    bool       // the writer is done: no byte will follow
 	removed   bool       // the spill file was removed; its bytes are no longer available
 	onGrow    func()     // called after every write, outside mu
+
+	// Block mode (WithBlocking): the writer waits while blockCap bytes are unread.
+	blockCap int64     // 0: not blocking (never set, or Unblock)
+	full     bool      // the writer waits for room
+	room     sync.Cond // signalled when the reader consumed or the wait ended; L is &mu
 }
 
 var _ messages.Output = (*Buffer)(nil)
@@ -74,6 +79,13 @@ func New(opts ...Option) *Buffer {
 		prefix:   cfg.spillPrefix,
 		log:      cfg.logger,
 	}
+	o.room.L = &o.mu
+	if cfg.block {
+		// Every unread byte stays in the tail ring and one Read returns them all,
+		// so the owner never meets a marker; a spill file would only copy them.
+		o.blockCap = int64(min(o.maxRead, o.tailCap))
+		o.spillCap = 0
+	}
 	if o.spillCap <= 0 {
 		o.notKept = "spilling disabled"
 	}
@@ -81,12 +93,34 @@ func New(opts ...Option) *Buffer {
 }
 
 // Write appends p to the stream (one writer at a time) and tells the OnGrow callback.
-// It never fails: what does not fit is counted as dropped.
+// It never fails: in the default mode what does not fit is counted as dropped; in
+// block mode (WithBlocking) it waits for the reader instead, so it returns once
+// every byte of p is in the buffer, or once Unblock or Release ended the wait.
 func (o *Buffer) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
+	n := len(p)
+	for len(p) > 0 {
+		o.mu.Lock()
+		chunk := p
+		if o.blockCap > 0 {
+			room := o.waitRoom()
+			if room < int64(len(chunk)) {
+				chunk = chunk[:room]
+			}
+		}
+		o.append(chunk)
+		grow := o.onGrow
+		o.mu.Unlock()
+		if grow != nil {
+			grow()
+		}
+		p = p[len(chunk):]
 	}
-	o.mu.Lock()
+	return n, nil
+}
+
+// append writes p through to the spill file where planned and into memory.
+// Callers hold o.mu, which append releases around the disk write.
+func (o *Buffer) append(p []byte) {
 	if f, n := o.spillPlan(p); f != nil {
 		// The disk write happens without the lock, so that readers never wait for
 		// it; p becomes readable once it is in the file and in memory both.
@@ -96,12 +130,6 @@ func (o *Buffer) Write(p []byte) (int, error) {
 		o.spilled(f, n, written, err)
 	}
 	o.write(p)
-	grow := o.onGrow
-	o.mu.Unlock()
-	if grow != nil {
-		grow()
-	}
-	return len(p), nil
 }
 
 // spillPlan decides what of p, which starts at offset o.written, goes through to
@@ -258,6 +286,7 @@ func (o *Buffer) Release() {
 	defer o.mu.Unlock()
 	o.read = o.written
 	o.head, o.ring, o.ringStart, o.ringLen = nil, nil, 0, 0
+	o.unblock()
 }
 
 // Stats is a snapshot of a buffer's counters.
@@ -312,6 +341,7 @@ func (o *Buffer) Read() string {
 		return ""
 	}
 	o.read = end
+	o.consumed()
 	ps := o.pieces(from, end)
 	o.mu.Unlock()
 	return assemble(ps)
@@ -345,6 +375,7 @@ func (o *Buffer) ReadMatch(re *regexp.Regexp) (out, match string, ok bool) {
 		var sb strings.Builder
 		renderSafe(&sb, b[loc[0]:loc[1]])
 		o.read = end
+		o.consumed()
 		return o.render(from, end), strings.TrimRight(sb.String(), "\n"), true
 	}
 	return "", "", false

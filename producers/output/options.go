@@ -30,6 +30,7 @@ type config struct {
 	spillCap    int64
 	spillPrefix string
 	logger      *slog.Logger
+	block       bool
 }
 
 func defaultConfig() config {
@@ -111,4 +112,17 @@ func WithLogger(l *slog.Logger) Option {
 			c.logger = l
 		}
 	})
+}
+
+// WithBlocking puts the buffer in block mode: instead of dropping what does not
+// fit, Write waits while a read's worth of output (the smaller of the read size and
+// the tail, 32 KiB by default) is unread, and goes on as the reader consumes it — a
+// writer feeding it from a pipe stops reading the pipe, and the command writing into
+// the pipe blocks as it would under a slow reader. Nothing is dropped and every
+// consuming read returns all that is unread, without a marker. Observer reads (Peek)
+// do not consume: they still see only what the memory holds and skip the rest.
+// A block-mode buffer keeps no spill file (every unread byte is in memory).
+// Unblock, or Release, ends block mode for good.
+func WithBlocking() Option {
+	return optionFunc(func(c *config) { c.block = true })
 }

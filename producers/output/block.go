@@ -1,0 +1,89 @@
+package output
+
+import "math"
+
+// This file is block mode (WithBlocking): the writer waits for the reader instead
+// of losing output.
+
+// waitRoom waits until the buffer can take at least one byte without dropping or
+// block mode ended, and returns how many it can take. While it waits, Full reports
+// true and the OnGrow callback is told once, so the runtime can show the task as
+// blocked and end waits that cannot be met without a read. Callers hold o.mu.
+func (o *Buffer) waitRoom() int64 {
+	if o.roomLocked() == 0 {
+		o.full = true
+		if grow := o.onGrow; grow != nil {
+			o.mu.Unlock()
+			grow()
+			o.mu.Lock()
+		}
+		for o.roomLocked() == 0 {
+			o.room.Wait()
+		}
+		o.full = false
+	}
+	return o.roomLocked()
+}
+
+// roomLocked is Room. Callers hold o.mu.
+func (o *Buffer) roomLocked() int64 {
+	if o.blockCap == 0 {
+		return math.MaxInt64
+	}
+	return max(0, o.blockCap-(o.written-o.read))
+}
+
+// consumed wakes a writer waiting for room after the reading cursor moved.
+// Callers hold o.mu.
+func (o *Buffer) consumed() {
+	if o.blockCap > 0 {
+		o.room.Broadcast()
+	}
+}
+
+// unblock ends block mode. Callers hold o.mu.
+func (o *Buffer) unblock() {
+	if o.blockCap > 0 {
+		o.blockCap = 0
+		o.room.Broadcast()
+	}
+}
+
+// Full reports whether the writer of a block-mode buffer is waiting for a read.
+func (o *Buffer) Full() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.full
+}
+
+// Room is how many bytes a Write takes now without waiting: in block mode what is
+// left of a read's worth of unread output, otherwise unbounded (math.MaxInt64). A
+// forwarder that streams the output elsewhere grants its peer no more than this.
+func (o *Buffer) Room() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.roomLocked()
+}
+
+// Advance moves the reading cursor to offset to (never back, never past what was
+// written) without rendering anything: for a forwarder that delivered the bytes
+// elsewhere and whose writer, in block mode, may go on. Reads start from there.
+func (o *Buffer) Advance(to int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if to > o.read {
+		o.read = min(to, o.written)
+		o.consumed()
+	}
+}
+
+// Unblock ends block mode for good: a waiting Write goes on, and from now on what
+// does not fit is dropped and counted as in the default mode (there is no spill
+// file). A producer calls it when its task is cancelled, so that the task's reader
+// drains its pipe and the task can end within its grace. Idempotent; harmless on a
+// buffer that never blocked.
+func (o *Buffer) Unblock() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.unblock()
+}
