@@ -6,12 +6,13 @@ import "math"
 // of losing output.
 
 // waitRoom waits until the buffer can take at least one byte without dropping or
-// block mode ended, and returns how many it can take. While it waits, Full reports
-// true and the OnGrow callback is told once, so the runtime can show the task as
-// blocked and end waits that cannot be met without a read. Callers hold o.mu.
+// block mode ended, and returns how many it can take. Once it starts waiting, Full
+// reports true (until a read makes room) and the OnGrow callback is told, so the
+// runtime can show the task as blocked and end waits that cannot be met without a
+// read. Callers hold o.mu.
 func (o *Buffer) waitRoom() int64 {
 	if o.roomLocked() == 0 {
-		o.full = true
+		o.waiting = true
 		if grow := o.onGrow; grow != nil {
 			o.mu.Unlock()
 			grow()
@@ -20,7 +21,7 @@ func (o *Buffer) waitRoom() int64 {
 		for o.roomLocked() == 0 {
 			o.room.Wait()
 		}
-		o.full = false
+		o.waiting = false
 	}
 	return o.roomLocked()
 }
@@ -49,11 +50,12 @@ func (o *Buffer) unblock() {
 	}
 }
 
-// Full reports whether the writer of a block-mode buffer is waiting for a read.
+// Full reports whether the writer of a block-mode buffer waits for a read: it is
+// false again as soon as a read made room, before the writer has gone on.
 func (o *Buffer) Full() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.full
+	return o.waiting && o.roomLocked() == 0
 }
 
 // Room is how many bytes a Write takes now without waiting: in block mode what is

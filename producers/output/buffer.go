@@ -57,7 +57,7 @@ type Buffer struct {
 
 	// Block mode (WithBlocking): the writer waits while blockCap bytes are unread.
 	blockCap int64     // 0: not blocking (never set, or Unblock)
-	full     bool      // the writer waits for room
+	waiting  bool      // the writer is in waitRoom
 	room     sync.Cond // signalled when the reader consumed or the wait ended; L is &mu
 }
 
