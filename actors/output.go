@@ -39,11 +39,13 @@ func (t *task) followOutput() {
 		return
 	}
 	self, rt, grew, listening := t.self, t.rt, &t.grew, &t.listening
+	full, _ := out.(fullOutput)
 	// Growth matters only to a pending ReadUntil and to event subscribers: without
 	// either, a write costs the writer two atomic loads and sends nothing (a flood
 	// would otherwise wake the actor once per chunk for nothing).
 	err := contain.Call("output", func() error {
 		out.OnGrow(func() {
+			tellFull(rt, self, full)
 			if (listening.Load() || rt.nSubscribers.Load() > 0) && grew.CompareAndSwap(false, true) {
 				tellTask(rt.system.Root, self, &outputGrew{})
 			}

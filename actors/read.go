@@ -34,6 +34,7 @@ func (t *task) read(ctx actor.Context) {
 	if t.phase == phaseSettled {
 		t.report(ctx)
 	}
+	t.checkFull(ctx) // the read may have made room
 	ctx.Respond(&messages.ReadReply{Result: messages.ReadResult{Output: out, Snapshot: t.snap}})
 }
 

@@ -351,6 +351,9 @@ func (r *registry) taskChanged(m *taskChanged) {
 		r.rt.metrics.taskStarted(m.snap.Kind)
 		r.publish(messages.Event{Kind: messages.EventTaskStarted, Agent: m.snap.Owner, Task: m.snap})
 	}
+	if e.snap.OutputFull != m.snap.OutputFull {
+		r.publish(messages.Event{Kind: messages.EventTaskOutputFull, Agent: m.snap.Owner, Task: m.snap})
+	}
 	reported := e.snap.Reported // Reported only goes from false to true; the registry may know first
 	e.snap = m.snap
 	e.snap.Reported = e.snap.Reported || reported

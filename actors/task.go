@@ -284,6 +284,8 @@ func (t *task) fromRuntime(ctx actor.Context, msg taskMsg) {
 		t.endUntil(ctx, func(w *untilWaiter) bool { return w.n == m.n }, true)
 	case *outputGrew:
 		t.outputGrew(ctx)
+	case *outputFull:
+		t.checkFull(ctx)
 	case *inputDone:
 		t.inputDone(ctx, m)
 	case *inputGraceOver:
@@ -372,6 +374,7 @@ func (t *task) settle(ctx actor.Context, o messages.Outcome) {
 	t.snap.Status = o.Status
 	t.snap.Detail = o.Detail
 	t.snap.Finished = time.Now()
+	t.snap.OutputFull = false
 	if at := t.stopBegan(); !at.IsZero() {
 		t.rt.metrics.taskStopped(t.snap.Kind, t.snap.Finished.Sub(at))
 	}

@@ -77,6 +77,9 @@ func (t *task) readUntil(ctx actor.Context, m *messages.ReadUntil) {
 	if t.phase == phaseSettled {
 		t.endUntils(ctx, messages.UntilEnded)
 	}
+	if t.snap.OutputFull {
+		t.endUntilsAtFull(ctx)
+	}
 }
 
 // matchUntils answers the pending ReadUntil requests whose pattern now matches, in
@@ -86,6 +89,7 @@ func (t *task) matchUntils(ctx actor.Context) {
 	if pr == nil {
 		return
 	}
+	matched := false
 	for i := 0; i < len(pr.untils); {
 		w := pr.untils[i]
 		var out, match string
@@ -110,6 +114,10 @@ func (t *task) matchUntils(ctx actor.Context) {
 		ctx.Send(w.pid, &messages.ReadUntilReply{Result: messages.UntilResult{
 			ReadResult: messages.ReadResult{Output: out, Snapshot: t.snap}, Reason: messages.UntilMatched, Match: match}})
 		i = 0 // the match consumed output: look again from the first
+		matched = true
+	}
+	if matched {
+		t.checkFull(ctx) // the match may have made room
 	}
 }
 
@@ -138,6 +146,9 @@ func (t *task) endUntil(ctx actor.Context, match func(*untilWaiter) bool, timedO
 			r.Output = out
 		}
 		ctx.Send(w.pid, &messages.ReadUntilReply{Result: r})
+		if timedOut {
+			t.checkFull(ctx) // the read may have made room
+		}
 		return
 	}
 }

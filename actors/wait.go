@@ -60,6 +60,10 @@ func (t *task) wait(ctx actor.Context, m *messages.WaitTask) {
 		ctx.Respond(&messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
 		return
 	}
+	if t.snap.OutputFull { // nothing happens before a read: do not wait through it
+		ctx.Respond(&messages.WaitReply{ID: t.snap.ID, Snapshot: t.snap})
+		return
+	}
 	t.nextWaiter++
 	n, self, rt := t.nextWaiter, t.self, t.rt
 	t.waiters = append(t.waiters, &waiter{n: n, pid: ctx.Sender(),

@@ -163,6 +163,11 @@ type Snapshot struct {
 	// longer keeps in full (retention keeps the most recently settled tasks of each
 	// owner). A tombstone answers every call from this snapshot; its output is gone.
 	Evicted bool
+	// OutputFull is true while a running task's work waits for its owner to read:
+	// its output is in block mode (bash.Command.BlockOutput) and a read's worth of it
+	// is unread. A read clears it; waits and reads up to a pattern do not wait
+	// through it (they return at once, since nothing can happen until a read).
+	OutputFull bool
 }
 
 // ReadResult is what a read returns: the output (a delta for stream kinds, the final
@@ -189,6 +194,10 @@ const (
 	UntilMatched  UntilReason = "matched" // the output contains a match
 	UntilEnded    UntilReason = "ended"   // the task settled first
 	UntilTimedOut UntilReason = "timeout" // the timeout passed first
+	// UntilFull: the task's output filled (Snapshot.OutputFull) with no match; the
+	// unread output is consumed and returned so the work goes on, and the caller may
+	// read up to the pattern again.
+	UntilFull UntilReason = "output-full"
 )
 
 // UntilResult is what a read up to a pattern returns: the output it consumed (up to
@@ -215,8 +224,9 @@ type PeekResult struct {
 // EventKind names what an Event reports.
 type EventKind string
 
-// The event kinds, in the order a task's events come: started, output (any number),
-// stopping (when cancelled), settled, evicted. Overflow is the subscription's own.
+// The event kinds, in the order a task's events come: started, output and
+// output-full (any number), stopping (when cancelled), settled, evicted. Overflow
+// is the subscription's own.
 const (
 	EventAgentRegistered EventKind = "agent-registered"
 	EventAgentDisposed   EventKind = "agent-disposed"
@@ -224,8 +234,11 @@ const (
 	EventTaskStarted     EventKind = "task-started"
 	EventTaskOutput      EventKind = "task-output"   // the task's output grew; Bytes is its size now
 	EventTaskStopping    EventKind = "task-stopping" // cancelled (killed or torn down), not yet settled
-	EventTaskSettled     EventKind = "task-settled"
-	EventTaskEvicted     EventKind = "task-evicted" // retention dropped its record; a tombstone remains
+	// EventTaskOutputFull: Task.OutputFull changed — the task's work now waits for a
+	// read, or goes on again after one.
+	EventTaskOutputFull EventKind = "task-output-full"
+	EventTaskSettled    EventKind = "task-settled"
+	EventTaskEvicted    EventKind = "task-evicted" // retention dropped its record; a tombstone remains
 	// EventOverflow says the subscriber was too slow: Missed events were dropped for
 	// it (never for anyone else, and never blocking the runtime). Resynchronise with
 	// List.
