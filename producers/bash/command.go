@@ -28,7 +28,8 @@ const fdScript = `eval "$(</dev/fd/3)" 3<&-`
 // starting anything: a blank command, one over MaxCommand or with a NUL byte (which
 // no shell can receive), an unknown stdin mode (or, for Run, any but StdinNone), a
 // malformed sandbox (an unknown mode, Writable paths in read-only mode, a workspace
-// or writable path that is missing or is the root directory). ParseStdin and
+// or writable path that is missing or is the root directory), BlockOutput in a
+// foreground Run. ParseStdin and
 // ParseSandboxMode return it for a name they do not know. The error's text says
 // which rule the command broke.
 var ErrInvalidCommand = errors.New("bash: invalid command")
@@ -47,6 +48,9 @@ const (
 	errCommandNUL     = invalidCommand("bash: command contains a NUL byte")
 	errStdin          = invalidCommand("bash: invalid stdin mode")
 	errSandbox        = invalidCommand("bash: invalid sandbox")
+	// errBlockForeground: a foreground run has nobody reading its output before
+	// it ends, so a command that waits for a reader would wait forever.
+	errBlockForeground = invalidCommand("bash: BlockOutput is for background commands: a foreground run reads its output only at the end")
 )
 
 // checkCommand rejects what cannot be run, with a one-line error that never

@@ -38,8 +38,12 @@ type config struct {
 
 // outputOptions are the options of a task's output buffer: the producer's own
 // (its spill files' prefix, its logger), then WithOutput's.
-func (c config) outputOptions() []output.Option {
-	return append([]output.Option{output.WithSpillPrefix(spillPrefix), output.WithLogger(c.logger)}, c.output...)
+func (c config) outputOptions(block bool) []output.Option {
+	opts := append([]output.Option{output.WithSpillPrefix(spillPrefix), output.WithLogger(c.logger)}, c.output...)
+	if block {
+		opts = append(opts, output.WithBlocking())
+	}
+	return opts
 }
 
 // WithOutput passes options to every task's output buffer (package output): how

@@ -80,7 +80,7 @@ func TestOutputOptionsConfigureTheTaskBuffer(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			o := output.New(configOf(append([]Option{WithOutput(output.WithSpillDir(dir))}, tc.opts...)...).outputOptions()...)
+			o := output.New(configOf(append([]Option{WithOutput(output.WithSpillDir(dir))}, tc.opts...)...).outputOptions(false)...)
 			t.Cleanup(o.Release)
 			writePattern(o, 0, tc.size, 3000)
 			require.NoError(t, o.Close())

@@ -45,6 +45,17 @@ type Command struct {
 	// set, never for the model: a tool must not let a model choose its own
 	// sandbox.
 	Sandbox *Sandbox
+	// BlockOutput makes the command wait instead of losing output: while a read's
+	// worth of its output is unread (32 KiB by default), the task stops reading the
+	// command's output, and the command blocks on its next write as under a slow
+	// pipe reader, until the owner reads. Every byte then reaches the reader, in
+	// order, with no marker. The task shows Full while it waits, and holds its
+	// settlement until what the command wrote before it exited is read; a kill or
+	// the owner's disposal ends the wait at once (output past that point is bounded
+	// as by default). Background commands only: Run refuses it, nobody reading
+	// before the command ends. The default keeps a bounded head and tail and drops
+	// the middle (see package output).
+	BlockOutput bool
 }
 
 // Producer runs shell commands as taskrt tasks. Its zero value is not usable; call

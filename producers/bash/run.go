@@ -33,7 +33,8 @@ type Result struct {
 // grace period) and Run still waits for it to settle. On ctx's end Run returns the
 // partial Result together with ctx's error. Errors from starting the command are
 // returned as Start returns them, with a zero Result. A foreground command takes no
-// input: c.Stdin must be StdinNone (else errStdin), and the command reads /dev/null.
+// input: c.Stdin must be StdinNone (else errStdin), and the command reads /dev/null;
+// nor does it block on its output (c.BlockOutput: errBlockForeground).
 func (p *Producer) Run(ctx context.Context, c Command, timeout time.Duration) (Result, error) {
 	return p.RunWithProgress(ctx, c, timeout, Progress{})
 }
@@ -62,6 +63,9 @@ func (p *Producer) RunWithProgress(ctx context.Context, c Command, timeout time.
 	}
 	if c.Stdin != StdinNone {
 		return Result{}, fmt.Errorf("%w: a foreground command takes no input (stdin %s is for background commands)", errStdin, c.Stdin)
+	}
+	if c.BlockOutput {
+		return Result{}, errBlockForeground
 	}
 	t, err := p.start(c)
 	if err != nil {

@@ -285,7 +285,7 @@ func (p *Producer) start(c Command) (*task, error) {
 		pid:       cmd.Process.Pid,
 		marker:    marker,
 		jail:      j,
-		out:       output.New(p.cfg.outputOptions()...),
+		out:       output.New(p.cfg.outputOptions(c.BlockOutput)...),
 		pipe:      st.out,
 		term:      st.term,
 		in:        st.in,
@@ -331,6 +331,7 @@ func (t *task) cancel(reason string) error {
 		t.reasonMu.Lock()
 		t.reason = reason
 		t.reasonMu.Unlock()
+		t.out.Unblock() // a reader waiting for room drains the pipe again, so the task ends within its grace
 		close(t.cancelled)
 	})
 	return nil
@@ -523,7 +524,8 @@ func (t *task) reapLeader(pr *progress) (*os.ProcessState, error) {
 
 // drain is step 4: wait for the reader to reach the end of the pipe. Every known
 // writer is dead by now, so the end comes at once unless an untracked process holds
-// the pipe; after the drain timeout the reader is stopped and a note says why.
+// the pipe, or the reader waits for the owner to read (BlockOutput); after the drain
+// timeout with neither, the reader is stopped and a note says why.
 func (t *task) drain(pr *progress, drained <-chan error) (note string) {
 	defer t.closePipe()
 	if pr.drained {
@@ -531,11 +533,19 @@ func (t *task) drain(pr *progress, drained <-chan error) (note string) {
 	}
 	timer := time.NewTimer(t.cfg.drainTimeout)
 	defer timer.Stop()
-	select {
-	case err := <-drained:
-		pr.drained, pr.readErr = true, errors.Join(pr.readErr, err)
-		return ""
-	case <-timer.C:
+	for waiting := true; waiting; {
+		select {
+		case err := <-drained:
+			pr.drained, pr.readErr = true, errors.Join(pr.readErr, err)
+			return ""
+		case <-timer.C:
+			// A reader that waits for the owner to read (BlockOutput) is not held
+			// up by an untracked process: what the command wrote before it died is
+			// delivered as it is read, and a Cancel ends the wait (Unblock).
+			if waiting = t.out.Full(); waiting {
+				timer.Reset(t.cfg.drainTimeout)
+			}
+		}
 	}
 	what := "output pipe"
 	if t.tty {
