@@ -33,6 +33,7 @@ type bashArgs struct {
 	RunInBackground   bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
 	Key               string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
 	BackgroundAfterMS int64  `json:"background_after_ms,omitempty" jsonschema:"Foreground only: if the command is still running after this many milliseconds, move it to the background instead of waiting or killing it: the call returns its output so far and a background task id, as run_in_background would, and the command runs on as that task."`
+	Output            string `json:"output,omitempty" jsonschema:"output"`
 	Stdin             string `json:"stdin,omitempty" jsonschema:"Background only: the command's standard input. none (default): empty. pipe: a pipe you write to with task_input, open until you send eof. tty: a terminal of its own, written with task_input, for programs that need one (prompts, REPLs); its output then includes the terminal's echo of your input, with \\r\\n line ends."`
 }
 
@@ -44,6 +45,7 @@ type bashNoStdinArgs struct {
 	RunInBackground   bool   `json:"run_in_background,omitempty" jsonschema:"Start the command as a background task and return its task id at once instead of waiting. Use it for long-running work (builds, test suites, servers); you are notified when it finishes."`
 	Key               string `json:"key,omitempty" jsonschema:"With run_in_background: an idempotency key for harnesses that retry calls. A start whose key names a task of yours that is running or still kept returns that task instead of starting the command again."`
 	BackgroundAfterMS int64  `json:"background_after_ms,omitempty" jsonschema:"Foreground only: if the command is still running after this many milliseconds, move it to the background instead of waiting or killing it: the call returns its output so far and a background task id, as run_in_background would, and the command runs on as that task."`
+	Output            string `json:"output,omitempty" jsonschema:"output"`
 }
 
 // bashForegroundArgs is bashArgs without run_in_background: the schema and decoder of
@@ -101,6 +103,37 @@ type bashConfig struct {
 	env        []string
 	sandbox    string // what the description says of the runner's sandbox ("" without one)
 	limits     bash.Limits
+	// blockOutput: background commands block on their output unless a call asks
+	// for output "bounded" (WithBlockOutput).
+	blockOutput bool
+}
+
+// The bash tool's output modes: what a background command does with output that
+// nobody has read yet.
+const (
+	outputBounded = "bounded" // keep the start and the end, drop the middle (counted)
+	outputBlock   = "block"   // drop nothing: the command waits for reads (bash.Command.BlockOutput)
+)
+
+var bashOutputModes = []string{outputBounded, outputBlock}
+
+// outputDescription describes the output parameter, naming the configured default.
+func (c bashConfig) outputDescription() string {
+	bounded, block := " (default)", ""
+	if c.blockOutput {
+		bounded, block = "", " (default)"
+	}
+	return "Background only: what happens to output you have not read yet. bounded" + bounded +
+		": the start and the end of a large output are kept and the middle is dropped. block" + block +
+		": nothing is dropped; whenever 32 KiB of output is unread the command pauses (shown as running, output full) until you read it with task_output. Use block when you need every line and will read as it goes."
+}
+
+// WithBlockOutput makes output "block" the default of background commands: each
+// waits for the owner's reads instead of dropping any output (bash.Command.
+// BlockOutput); a call that asks for output "bounded" still gets the bounded mode.
+// Foreground commands are not affected: their output is read once, at their end.
+func WithBlockOutput() BashOption {
+	return bashOptionFunc(func(c *bashConfig) { c.blockOutput = true })
 }
 
 // BashOption configures the bash tool. Options are made by the With… functions
@@ -218,10 +251,11 @@ func newBash(rt *actors.Runtime, r BashRunner, opts ...BashOption) (*BashTool, e
 	switch {
 	case cfg.stdin:
 		b.args = newArgSpec[bashArgs](minLength("command", 1), minimum("timeout_ms", 1),
-			describe("timeout_ms", background), enum("stdin", bashStdinModes...))
+			describe("timeout_ms", background), enum("stdin", bashStdinModes...),
+			enum("output", bashOutputModes...), describe("output", cfg.outputDescription()))
 	case cfg.background:
 		b.args = newArgSpec[bashNoStdinArgs](minLength("command", 1), minimum("timeout_ms", 1),
-			describe("timeout_ms", background))
+			describe("timeout_ms", background), enum("output", bashOutputModes...), describe("output", cfg.outputDescription()))
 	default:
 		b.args = newArgSpec[bashForegroundArgs](minLength("command", 1), minimum("timeout_ms", 1),
 			describe("timeout_ms", fmt.Sprintf(bashTimeoutDescription, cfg.timeout.Milliseconds(), cfg.maxTimeout.Milliseconds())))
@@ -290,7 +324,8 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	case b.cfg.background:
 		var bg bashNoStdinArgs
 		given, err = b.args.decode(raw, &bg)
-		a = bashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground, Key: bg.Key, BackgroundAfterMS: bg.BackgroundAfterMS}
+		a = bashArgs{Command: bg.Command, TimeoutMS: bg.TimeoutMS, RunInBackground: bg.RunInBackground, Key: bg.Key,
+			BackgroundAfterMS: bg.BackgroundAfterMS, Output: bg.Output}
 	default:
 		var fg bashForegroundArgs
 		given, err = b.args.decode(raw, &fg)
@@ -312,6 +347,9 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	if stdin != bash.StdinNone && !a.RunInBackground {
 		return errResult(argErr("stdin %q needs run_in_background: true (a foreground command takes no input)", a.Stdin))
 	}
+	if given["output"] && !a.RunInBackground {
+		return errResult(argErr("output %q needs run_in_background: true (a foreground command's output is read once, at its end)", a.Output))
+	}
 	if given["key"] && !a.RunInBackground {
 		return errResult(argErr("key needs run_in_background: true (it makes a background start idempotent)"))
 	}
@@ -326,7 +364,8 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 			return errResult(argErr("background_after_ms must be a positive number of milliseconds"))
 		}
 	}
-	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin, Limits: b.cfg.limits}
+	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin, Limits: b.cfg.limits,
+		BlockOutput: a.RunInBackground && (a.Output == outputBlock || a.Output == "" && b.cfg.blockOutput)}
 	if a.RunInBackground {
 		if a.TimeoutMS > maxTimeoutMS {
 			return errResult(argErr("timeout_ms must be at most %d", maxTimeoutMS))

@@ -20,7 +20,34 @@ import (
 // "[status: killed, signal: SIGTERM]", "[status: failed, max-tokens]" — the generic
 // status, then the producer's detail when it has one.
 func StatusLine(s messages.Snapshot) string {
+	if s.OutputFull {
+		return statusLine(s.Status, joinDetail(outputFullNote, s.Detail))
+	}
 	return statusLine(s.Status, s.Detail)
+}
+
+// outputFullNote is how a task whose work waits for a read is shown: "[status:
+// running, output full]", "bash-1 [bash] running, output full — …".
+const outputFullNote = "output full"
+
+// joinDetail joins two parts of a status detail, either of which may be empty.
+func joinDetail(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + ", " + b
+}
+
+// statusWord is a task's status as task_list shows it: "running", or "running,
+// output full" while its work waits for a read.
+func statusWord(s messages.Snapshot) string {
+	if s.OutputFull {
+		return string(s.Status) + ", " + outputFullNote
+	}
+	return string(s.Status)
 }
 
 func statusLine(st messages.Status, detail string) string {
@@ -43,7 +70,7 @@ func noticeText(s messages.Snapshot) string {
 // task of one of the caller's sub-agents (a descendant agent) its owner:
 // "bash-4 [bash] running — npm run dev (sub-agent a1/sub-1)".
 func listLine(s messages.Snapshot, caller messages.AgentID) string {
-	line := fmt.Sprintf("%s [%s] %s — %s", s.ID, s.Kind, s.Status, Label(s.Label))
+	line := fmt.Sprintf("%s [%s] %s — %s", s.ID, s.Kind, statusWord(s), Label(s.Label))
 	if s.Owner != "" && s.Owner != caller {
 		line += fmt.Sprintf(" (sub-agent %s)", truncate(oneLine(string(s.Owner)), 128))
 	}
@@ -51,13 +78,16 @@ func listLine(s messages.Snapshot, caller messages.AgentID) string {
 }
 
 // untilLine says why a task_output with until returned: "[matched: listening on
-// :8080]", "[no match before the task ended]", "[no match within 30000 ms]".
+// :8080]", "[no match before the task ended]", "[no match within 30000 ms]", "[no
+// match before the output filled: call again to read on]".
 func untilLine(r messages.UntilResult, timeout time.Duration) string {
 	switch r.Reason {
 	case messages.UntilMatched:
 		return "[matched: " + truncate(oneLine(r.Match), 200) + "]"
 	case messages.UntilEnded:
 		return "[no match before the task ended]"
+	case messages.UntilFull:
+		return "[no match before the output filled: the command waits for your reads; call again to read on]"
 	default:
 		return fmt.Sprintf("[no match within %d ms]", timeout.Milliseconds())
 	}

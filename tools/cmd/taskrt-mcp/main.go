@@ -69,6 +69,7 @@ type options struct {
 	lease       time.Duration // -lease: this owner node's lease
 	sandbox     bash.Sandbox  // -sandbox, -sandbox-network
 	limits      bash.Limits   // -max-processes, -memory, -cpus
+	blockOutput bool          // -output block
 	sessionless bool
 }
 
@@ -105,6 +106,17 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Func("memory", "cap each command's memory (RAM and swap) at `SIZE` bytes, or with a suffix: 512M, 2G; past it the OOM killer ends one of its processes (default: no cap; needs cgroup containment, or -nats)", func(v string) (err error) {
 		o.limits.Memory, err = parseBytes(v)
 		return err
+	})
+	fs.Func("output", "what a background command does with output nobody read yet, unless a call says otherwise: bounded (default: keep the start and the end, drop the middle) or block (drop nothing: the command pauses while 32 KiB is unread, until the model reads)", func(v string) error {
+		switch v {
+		case "bounded":
+			o.blockOutput = false
+		case "block":
+			o.blockOutput = true
+		default:
+			return fmt.Errorf("want bounded or block, not %q", v)
+		}
+		return nil
 	})
 	fs.Float64Var(&o.limits.CPU, "cpus", 0, "cap each command's CPU time at `N` CPUs' worth, e.g. 0.5 or 2 (0: no cap; needs cgroup containment, or -nats)")
 	if err := fs.Parse(args); err != nil {
@@ -178,6 +190,9 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	toolOpts := []tools.BashOption{tools.WithWorkDir(o.dir)}
 	if o.startKeys {
 		toolOpts = append(toolOpts, tools.WithStartKeys())
+	}
+	if o.blockOutput {
+		toolOpts = append(toolOpts, tools.WithBlockOutput())
 	}
 	opts := []mcpserver.Option{
 		mcpserver.WithLogger(logger),
