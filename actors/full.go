@@ -41,7 +41,7 @@ func (t *task) checkFull(ctx actor.Context) {
 		return
 	}
 	full := false
-	if t.phase == phaseRunning || t.phase == phaseStopping {
+	if t.phase == phaseRunning {
 		full, _ = contain.Value("output", func() (bool, error) { return out.Full(), nil })
 	}
 	if full == t.snap.OutputFull {
