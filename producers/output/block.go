@@ -1,6 +1,9 @@
 package output
 
-import "math"
+import (
+	"bytes"
+	"math"
+)
 
 // This file is block mode (WithBlocking): the writer waits for the reader instead
 // of losing output.
@@ -88,4 +91,24 @@ func (o *Buffer) Unblock() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.unblock()
+}
+
+// heldLine is how many bytes at the end of [from, end) a read in block mode leaves
+// for the next one: the unfinished last line, when the writer waits for room (the
+// read was cut by the block, not by the command). A reader then sees whole lines,
+// never a line split by the pause; a line longer than the whole window is not held.
+// Callers hold o.mu.
+func (o *Buffer) heldLine(from, end int64) int64 {
+	if o.blockCap == 0 || o.roomLocked() > 0 || end <= from {
+		return 0
+	}
+	b, err := o.fetch(span{from, end})
+	if err != nil {
+		return 0
+	}
+	nl := bytes.LastIndexByte(b, '\n')
+	if nl < 0 {
+		return 0
+	}
+	return int64(len(b) - nl - 1)
 }

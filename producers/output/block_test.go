@@ -127,6 +127,32 @@ func TestBlockMode(t *testing.T) {
 		o.Unblock()
 		<-done
 	})
+	t.Run("a read cut by the block ends at a line's end", func(t *testing.T) {
+		tests := []struct {
+			name, written, want string
+		}{
+			// The writer stops at 256 bytes, in the 26th line.
+			{"the unfinished line waits for the next read", strings.Repeat("l23456789\n", 30), strings.Repeat("l23456789\n", 25)},
+			{"a line longer than the window is not held", strings.Repeat("x", 300), strings.Repeat("x", 256)},
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				o, full := blockingOutput(t, WithMaxRead(256), WithMemory(256, 256))
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					_, _ = o.WriteString(tc.written)
+				}()
+				<-full
+				got := o.Read()
+				assert.Equal(t, tc.want, got)
+				o.Unblock()
+				<-done
+				o.Close()
+				assert.Equal(t, tc.written[len(got):], o.Read(), "the rest follows whole")
+			})
+		}
+	})
 	t.Run("the default mode never waits and has unbounded room", func(t *testing.T) {
 		o := testOutput(t, WithMaxRead(1000))
 		writePattern(o, 0, 100_000, 4096)

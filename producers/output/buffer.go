@@ -335,6 +335,7 @@ func (o *Buffer) Read() string {
 	from, end := o.read, o.written
 	if !o.closed {
 		end -= o.incompleteTail(from, end)
+		end -= o.heldLine(from, end)
 	}
 	if end <= from {
 		o.mu.Unlock()
