@@ -347,6 +347,9 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	if stdin != bash.StdinNone && !a.RunInBackground {
 		return errResult(argErr("stdin %q needs run_in_background: true (a foreground command takes no input)", a.Stdin))
 	}
+	if given["output"] && a.Output != outputBounded && a.Output != outputBlock {
+		return errResult(argErr(`output must be "bounded" or "block"`))
+	}
 	if given["output"] && !a.RunInBackground {
 		return errResult(argErr("output %q needs run_in_background: true (a foreground command's output is read once, at its end)", a.Output))
 	}

@@ -97,26 +97,33 @@ func (t *TaskTools) interruptedSet(ctx context.Context, ids []messages.TaskID, c
 
 // waitSetText is task_wait's answer: one line per task, finished ones first (in the
 // order asked), then the ids still running (with the timeout when none finished
-// within it; timeout 0 names none), and where to read the output.
+// within it; timeout 0 names none), the ids whose output is full (block mode: the
+// wait ended because nothing happens before a read), and where to read the output.
 //
 //	bash-2 (bash: go test ./b) finished [status: completed, exit code: 0]
 //	still running: bash-1, bash-3
 //	Read a finished task's output with task_output.
 func waitSetText(snaps []messages.Snapshot, clamped string, timeout time.Duration) string {
-	var lines, running []string
+	var lines, running, full []string
 	for _, s := range snaps {
-		if s.Status.Terminal() {
+		switch {
+		case s.Status.Terminal():
 			lines = append(lines, fmt.Sprintf("%s (%s: %s) finished %s", s.ID, s.Kind, Label(s.Label), StatusLine(s)))
-		} else {
+		case s.OutputFull:
+			full = append(full, string(s.ID))
+		default:
 			running = append(running, string(s.ID))
 		}
 	}
 	finished := len(lines)
 	switch {
-	case len(running) > 0 && finished == 0 && timeout > 0:
+	case len(running) > 0 && finished == 0 && len(full) == 0 && timeout > 0:
 		lines = append(lines, fmt.Sprintf("still running: %s (none finished within %d ms)", strings.Join(running, ", "), timeout.Milliseconds()))
 	case len(running) > 0:
 		lines = append(lines, "still running: "+strings.Join(running, ", "))
+	}
+	if len(full) > 0 {
+		lines = append(lines, "output full, waiting for task_output: "+strings.Join(full, ", "))
 	}
 	if finished > 0 {
 		lines = append(lines, "Read a finished task's output with task_output.")
