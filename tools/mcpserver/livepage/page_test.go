@@ -503,6 +503,37 @@ func TestPageTailOfBash(t *testing.T) {
 	}
 }
 
+// A task in block mode whose command waits for a read is shown so, and no longer
+// once its owner read; the page's own tail never holds it.
+func TestPageShowsOutputFull(t *testing.T) {
+	p := newPage(t, setup{})
+	events := p.open(t, livepage.EventsPath)
+	decode[wireSnapshot](t, events.next(t), "snapshot")
+	p.register(t, "a1")
+	id, err := p.rt.Tasks().Start(bg, p.bash.Spec("a1", bash.Command{Command: "seq 1 100000", BlockOutput: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	openStream(t, p.hc, p.tailURL(id, 0)) // an observer nobody reads from
+	want := []bool{true, false}
+	for len(want) > 0 {
+		ev := events.nextEvent(t)
+		if ev.Kind != "task-output-full" {
+			continue
+		}
+		if ev.Task == nil || ev.Task.ID != string(id) || ev.Task.Full != want[0] {
+			t.Fatalf("task-output-full event %+v, want %s with output_full %v", ev.Task, id, want[0])
+		}
+		if want = want[1:]; len(want) == 1 {
+			if _, err := p.rt.Tasks().Read(bg, id, "a1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.kill(t, id, "a1")
+	p.wait(t, id, "a1")
+}
+
 func TestPageTailEnds(t *testing.T) {
 	p := newPage(t, setup{runtime: []actors.Option{actors.WithRetention(1)}})
 	p.register(t, "a1")

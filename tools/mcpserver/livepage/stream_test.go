@@ -29,6 +29,7 @@ type wireTask struct {
 	Finished time.Time `json:"finished"`
 	Evicted  bool      `json:"evicted"`
 	Watches  int       `json:"watches"`
+	Full     bool      `json:"output_full"`
 }
 
 type wireSnapshot struct {

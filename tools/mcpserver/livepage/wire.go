@@ -30,6 +30,8 @@ type wireTask struct {
 	Started  time.Time        `json:"started"`
 	Finished time.Time        `json:"finished,omitzero"`
 	Evicted  bool             `json:"evicted,omitempty"`
+	// OutputFull: the task's work waits for its owner to read (block mode).
+	OutputFull bool `json:"output_full,omitempty"`
 	// Bytes is the task's output size from its state, in a snapshot (absent for a
 	// kind without an output stream, and in events, which carry their own).
 	Bytes *int64 `json:"bytes,omitempty"`
@@ -41,7 +43,7 @@ type wireTask struct {
 
 func toWireTask(s messages.Snapshot) *wireTask {
 	return &wireTask{ID: s.ID, Kind: s.Kind, Label: s.Label, Owner: s.Owner, Status: s.Status,
-		Detail: s.Detail, Started: s.Started, Finished: s.Finished, Evicted: s.Evicted}
+		Detail: s.Detail, Started: s.Started, Finished: s.Finished, Evicted: s.Evicted, OutputFull: s.OutputFull}
 }
 
 // wireSnapshot is the state the page starts from, and resynchronises to after an

@@ -119,7 +119,7 @@ function applyEvent(e) {
         a.tasks.set(e.task.id, e.task);
       } else {
         if (RANK[e.task.status] >= RANK[t.status]) {
-          Object.assign(t, { status: e.task.status, detail: e.task.detail, finished: e.task.finished });
+          Object.assign(t, { status: e.task.status, detail: e.task.detail, finished: e.task.finished, output_full: !!e.task.output_full });
         }
         // Settlement ends a task's watches.
         if (RANK[t.status] === SETTLED) t.watches = 0;
@@ -237,6 +237,12 @@ function renderAgent(a) {
     if (t.detail) {
       st.append(el("span", "detail", t.detail));
       st.title = t.detail;
+    }
+    // A task in block mode whose work waits for its owner to read says so.
+    if (t.output_full) {
+      const f = el("span", "full", "output full");
+      f.title = "the command waits until its owner reads its output (block mode)";
+      st.append(f);
     }
     // A task with live task_watch watches (as of the snapshot) wears a badge.
     if (t.watches > 0) {
