@@ -299,6 +299,7 @@ func (t *task) scanWatches(final bool) {
 				data, next, missed := out.Peek(w.off, maxPeek)
 				if missed > 0 { // bytes no longer held: the line they were part of is lost
 					w.partial, w.cut = w.partial[:0], false
+					w.d.skipped(missed)
 				}
 				if len(data) == 0 {
 					w.off = max(w.off, next)
@@ -416,6 +417,7 @@ type delivery struct {
 	mu      sync.Mutex // protects the fields below
 	lines   []string   // matching lines not yet delivered (at most watchLines)
 	more    int        // matching lines beyond lines
+	missed  int64      // output bytes that went by unscanned since the last notice
 	closed  bool       // no more lines: deliver what is left, then end
 	closing string     // the closing notice's reason ("" for none)
 	wake    chan struct{}
@@ -448,6 +450,15 @@ func (d *delivery) add(line string) {
 	d.mu.Unlock()
 }
 
+// skipped counts n output bytes the watch could not scan (the output dropped them
+// before the scan reached them): the next notice says so, since a line in them
+// may have matched.
+func (d *delivery) skipped(n int64) {
+	d.mu.Lock()
+	d.missed += n
+	d.mu.Unlock()
+}
+
 func (d *delivery) close(closing string) {
 	d.mu.Lock()
 	if !d.closed {
@@ -464,11 +475,15 @@ func (d *delivery) run() {
 	sent := 0
 	for range d.wake {
 		d.mu.Lock()
-		lines, more, closed, closing := d.lines, d.more, d.closed, d.closing
+		lines, more, closed, closing, missed := d.lines, d.more, d.closed, d.closing, d.missed
 		d.lines, d.more = nil, 0
+		if len(lines) > 0 || closed && closing != "" {
+			d.missed = 0 // this notice says it
+		}
 		d.mu.Unlock()
 		if len(lines) > 0 {
-			d.inject(WatchNotice{Task: d.id, Pattern: d.pattern, Lines: lines, More: more}.String())
+			d.inject(WatchNotice{Task: d.id, Pattern: d.pattern, Lines: lines, More: more, Missed: missed}.String())
+			missed = 0
 			sent++
 			if sent == d.max {
 				d.inject(WatchNotice{Task: d.id, Pattern: d.pattern,
@@ -479,7 +494,7 @@ func (d *delivery) run() {
 		}
 		if closed {
 			if closing != "" {
-				d.inject(WatchNotice{Task: d.id, Pattern: d.pattern, Stopped: closing}.String())
+				d.inject(WatchNotice{Task: d.id, Pattern: d.pattern, Stopped: closing, Missed: missed}.String())
 			}
 			return
 		}
@@ -526,6 +541,10 @@ type WatchNotice struct {
 	Lines   []string // the matching lines (at most 5)
 	More    int      // matching lines not shown
 	Stopped string   // set for the closing notice: why the watch stopped
+	// Missed counts the output bytes that went by unscanned since the previous
+	// notice: the output dropped them (past its bounds) before the watch reached
+	// them, so a line in them may have matched unseen.
+	Missed int64
 }
 
 // String renders the notice: one line per matching line,
@@ -536,10 +555,17 @@ type WatchNotice struct {
 // there were more, or for the closing notice
 //
 //	task bash-3 watch on ERROR stopped: it sent its 20 notices (max_notices)
+//
+// and, when output went by unscanned since the previous notice, a last line
+// "(N bytes of output went by unscanned: the output dropped them first)".
 func (n WatchNotice) String() string {
 	pattern := clip(n.Pattern, watchPatternRunes)
+	gap := ""
+	if n.Missed > 0 {
+		gap = fmt.Sprintf("\n(%d bytes of output went by unscanned: the output dropped them first)", n.Missed)
+	}
 	if n.Stopped != "" {
-		return fmt.Sprintf("task %s watch on %s stopped: %s", n.Task, pattern, n.Stopped)
+		return fmt.Sprintf("task %s watch on %s stopped: %s", n.Task, pattern, n.Stopped) + gap
 	}
 	var b strings.Builder
 	for i, l := range n.Lines {
@@ -551,7 +577,7 @@ func (n WatchNotice) String() string {
 	if n.More > 0 {
 		fmt.Fprintf(&b, "\n(%d more matching lines; read them with task_output)", n.More)
 	}
-	return b.String()
+	return b.String() + gap
 }
 
 // clip makes s one line of at most n runes (invalid UTF-8 replaced), ending with

@@ -14,6 +14,7 @@ import (
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // inbox is an injector that records what it is given; with a gate, each injection
@@ -92,6 +93,29 @@ func TestWatch(t *testing.T) {
 			f.Emit("full\n")
 			synctest.Wait()
 			assert.Equal(t, matched(id, "ERROR", "ERROR disk full"), in.texts()[1])
+			f.Finish(messages.Outcome{Status: messages.Completed})
+		})
+	})
+	t.Run("output that went by unscanned is counted in the next notice", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			rt := newRT(t)
+			in := &inbox{}
+			require.NoError(t, rt.Agents().Register(bg, "a1", actors.WithInjector(in.inject)))
+			f := newFake()
+			f.Buffered(output.WithoutSpill(), output.WithMemory(1024, 1024))
+			id := start(t, rt, f.spec("bash", "a1", true))
+			require.NoError(t, rt.Tasks().Watch(bg, id, "a1", "ERROR", actors.WatchOptions{}))
+			// One write past the head and the tail: the middle is dropped before the
+			// watch scans it.
+			f.Emit("ERROR first\n" + strings.Repeat("filler line\n", 1000) + "ERROR last\n")
+			synctest.Wait()
+			require.Len(t, in.texts(), 1)
+			got := in.texts()[0]
+			assert.True(t, strings.HasPrefix(got, matched(id, "ERROR", "ERROR first", "ERROR last")+"\n("), got)
+			assert.Regexp(t, `\(\d+ bytes of output went by unscanned: the output dropped them first\)$`, got)
+			f.Emit("ERROR again\n")
+			synctest.Wait()
+			assert.Equal(t, matched(id, "ERROR", "ERROR again"), in.texts()[1], "the gap is told once")
 			f.Finish(messages.Outcome{Status: messages.Completed})
 		})
 	})
