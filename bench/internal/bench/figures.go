@@ -27,9 +27,10 @@ const (
 	BaselineOneWait = "one wait"   // a single Tasks.Wait in the same runtime
 	BaselinePlain   = "no events"  // the same runtime without an event subscriber
 	BaselineNoBox   = "no sandbox" // the same bash producer without a sandbox
+	BaselineBounded = "bounded"    // the same flood in the default output mode, no observer
 )
 
-var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll, BaselineOneWait, BaselinePlain, BaselineNoBox}
+var baselineColumns = []string{BaselineMutex, BaselineFloor, BaselineExec, BaselineKeepAll, BaselineOneWait, BaselinePlain, BaselineNoBox, BaselineBounded}
 
 // Figure is one measured figure: our value (the taskrt runtime), each baseline's
 // value, and our value divided by the primary baseline's.
@@ -148,6 +149,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		wakeRuns      = map[Impl][]Latency{}
 		trueRunsAll   = map[Impl][]trueRun{}
 		floodRuns     = map[Impl][]FloodResult{}
+		variantRuns   = map[FloodVariant][]FloodResult{}
 		mem           = map[Impl]MemoryResult{}
 		disp          = map[int]map[Impl]time.Duration{}
 		chain         = map[Impl]time.Duration{}
@@ -264,6 +266,15 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 				return err
 			})
 		}
+		for _, v := range []FloodVariant{FloodBlock, FloodObserved} {
+			add(round(floodName, r), ImplActors, func() error {
+				c := cfg.Flood
+				c.Variant = v
+				res, err := Flood(ctx, ImplActors, c)
+				variantRuns[v] = append(variantRuns[v], res)
+				return err
+			})
+		}
 	}
 	var idleRows []ContainmentRow
 	var idleSets []Idle
@@ -307,6 +318,9 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 		trueRuns[impl] = v.wall
 	}
 	flood := medians(floodRuns, func(v FloodResult) float64 { return v.Throughput })
+	variants := medians(map[Impl][]FloodResult{"block": variantRuns[FloodBlock], "observed": variantRuns[FloodObserved]},
+		func(v FloodResult) float64 { return v.Throughput })
+	blockRun, observedRun := variants["block"], variants["observed"]
 	routed := map[Impl]RoutedResult{}
 	for impl, runs := range routedRuns {
 		routed[impl] = RoutedResult{
@@ -399,6 +413,12 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 			vs(func(i Impl) float64 { return mib(flood[i].Throughput) }, ImplExec, ImplMutex),
 			fmt.Sprintf("repeated Read until terminal vs reading the pipe directly; median of %d rounds; reads returned %.1f MiB (bounded windows)",
 				rounds, mib(float64(flood[ImplActors].ReadBytes)))),
+		newFigure(floodName+" block mode throughput", "MiB/s", "higher", mib(blockRun.Throughput), BaselineBounded,
+			map[string]float64{BaselineBounded: mib(flood[ImplActors].Throughput)},
+			fmt.Sprintf("the command waits for the owner's reads: nothing dropped (the reads returned all of it, %.0f MiB as rendered, NULs escaped) vs the bounded flood above", mib(float64(blockRun.ReadBytes)))),
+		newFigure(floodName+" with a slow observer", "MiB/s", "higher", mib(observedRun.Throughput), BaselineBounded,
+			map[string]float64{BaselineBounded: mib(flood[ImplActors].Throughput)},
+			"an observer peeking 4 KiB a millisecond beside the owner's reads vs the flood without it: observers never hold the task"),
 		newFigure(floodName+" peak heap growth", "MiB", "lower", mib(float64(flood[ImplActors].PeakHeap)), BaselineExec,
 			vs(func(i Impl) float64 { return mib(float64(flood[i].PeakHeap)) }, ImplExec, ImplMutex), "in-use heap (live + not yet collected) sampled every 1 ms, in the median-throughput round"),
 		newFigure(floodName+" peak RSS growth", "MiB", "lower", mib(float64(flood[ImplActors].PeakRSS)), BaselineExec,

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/output"
@@ -129,7 +130,21 @@ func runBash(ctx context.Context, reg Registry, p *bash.Producer, command string
 type FloodConfig struct {
 	Bytes int64 // what the command writes
 	Timer Timer // optional
+	// Variant, for ImplActors only: FloodBlock runs the command in block mode
+	// (bash.Command.BlockOutput), read as it comes; FloodObserved adds a slow
+	// observer that peeks at the output 4 KiB a millisecond beside the owner's reads.
+	Variant FloodVariant
 }
+
+// FloodVariant is how the flood figure's command is run and watched.
+type FloodVariant int
+
+// The flood variants.
+const (
+	FloodBounded  FloodVariant = iota // the default bounded output, read by the owner
+	FloodBlock                        // block mode: nothing dropped, the command waits for reads
+	FloodObserved                     // bounded, with a slow observer beside the owner
+)
 
 // FloodResult is what one flood run measured.
 type FloodResult struct {
@@ -175,6 +190,13 @@ func Flood(ctx context.Context, impl Impl, cfg FloodConfig) (res FloodResult, er
 		p := bash.New(bash.WithOutput(output.WithSpillDir(dir)))
 		defer func() { _ = p.Close() }()
 		run = func() (int64, error) { return runBash(ctx, reg, p, command) }
+		if cfg.Variant != FloodBounded {
+			a, ok := reg.(*actorsRegistry)
+			if !ok {
+				return res, fmt.Errorf("bench: flood variant %d needs the actors runtime", cfg.Variant)
+			}
+			run = func() (int64, error) { return floodVariant(ctx, a.rt, p, command, cfg.Variant) }
+		}
 	}
 
 	resetOK := resetPeakRSS()
@@ -202,4 +224,61 @@ func Flood(ctx context.Context, impl Impl, cfg FloodConfig) (res FloodResult, er
 		res.PeakRSS = hwm - rss0
 	}
 	return res, nil
+}
+
+// floodVariant runs command as runBash does, in block mode (FloodBlock) or with a
+// slow observer peeking beside the owner (FloodObserved), and returns the bytes the
+// owner's reads returned.
+func floodVariant(ctx context.Context, rt *actors.Runtime, p *bash.Producer, command string, v FloodVariant) (int64, error) {
+	id, err := rt.Tasks().Start(ctx, p.Spec("", bash.Command{Command: command, BlockOutput: v == FloodBlock}))
+	if err != nil {
+		return 0, err
+	}
+	stop := make(chan struct{})
+	observed := make(chan struct{})
+	if v == FloodObserved {
+		go func() { // a slow observer: 4 KiB a millisecond, from where it got to
+			defer close(observed)
+			var off int64
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+				pk, err := rt.Tasks().Peek(ctx, id, "", off, 4<<10)
+				if err != nil {
+					return
+				}
+				off = pk.Next
+			}
+		}()
+	} else {
+		close(observed)
+	}
+	defer func() { close(stop); <-observed }()
+	var n int64
+	for {
+		r, err := rt.Tasks().Read(ctx, id, "")
+		if err != nil {
+			return n, err
+		}
+		n += int64(len(r.Output))
+		if s := r.Snapshot; s.Status.Terminal() {
+			if s.Status != messages.Completed || !strings.Contains(s.Detail, "exit code: 0") {
+				return n, fmt.Errorf("%s %q ended %s (%s)", id, command, s.Status, s.Detail)
+			}
+			if r.Output != "" {
+				continue // block mode: a settled task's rest is read to its end
+			}
+			return n, nil
+		}
+		if r.Output == "" {
+			// Nothing new: wait until the output is full, the task settles or 1 ms
+			// passes.
+			if _, err := rt.Tasks().Wait(ctx, id, "", time.Millisecond); err != nil {
+				return n, err
+			}
+		}
+	}
 }
