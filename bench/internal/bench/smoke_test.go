@@ -39,7 +39,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 		}
 	})
 	require.NoError(t, err)
-	require.Len(t, steps, 50) // five figures in two rounds of three impls (lifecycle: four), the sandbox figure in two rounds of two, four once, retention and wait-any once
+	require.Len(t, steps, 54) // five figures in two rounds of three impls (lifecycle: four), the flood's two variants in two rounds, the sandbox figure in two rounds of two, four once, retention and wait-any once
 	t.Run("the memory figure runs last", func(t *testing.T) {
 		// Its mutex baseline leaves this process a live heap of goroutine
 		// descriptors for good (see Run): no figure may run after it.
@@ -65,7 +65,8 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 		"dispose 3-deep chain",
 		"/bin/true ×4 wall",
 		"sandboxed /bin/true ×2 per run",
-		"flood 256 KiB throughput", "flood 256 KiB peak heap growth", "flood 256 KiB peak RSS growth",
+		"flood 256 KiB throughput", "flood 256 KiB block mode throughput", "flood 256 KiB with a slow observer",
+		"flood 256 KiB peak heap growth", "flood 256 KiB peak RSS growth",
 	}, names)
 	for _, f := range figs[:7] { // the timed figures are always positive
 		require.Positive(t, f.Value, f.Name)
@@ -86,7 +87,7 @@ func TestRunMeasuresEveryFigure(t *testing.T) {
 	require.NoError(t, WriteTable(&table, ThisMachine(), figs))
 	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
 	require.True(t, strings.HasPrefix(lines[0], "# nproc "), lines[0])
-	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+keep-all\s+one wait\s+no events\s+no sandbox\s+ratio\s+unit$`, lines[1])
+	require.Regexp(t, `^figure\s+ours\s+mutex\s+floor\s+os/exec\s+keep-all\s+one wait\s+no events\s+no sandbox\s+bounded\s+ratio\s+unit$`, lines[1])
 	require.Contains(t, table.String(), "lifecycle throughput")
 
 	var doc bytes.Buffer
