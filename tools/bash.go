@@ -334,38 +334,9 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 	if err != nil {
 		return errResult(err)
 	}
-	if strings.TrimSpace(a.Command) == "" {
-		return errResult(argErr("command must not be empty"))
-	}
-	if given["timeout_ms"] && a.TimeoutMS <= 0 {
-		return errResult(errTimeout)
-	}
-	stdin, err := bash.ParseStdin(a.Stdin)
+	stdin, err := a.check(given)
 	if err != nil {
-		return errResult(argErr(`stdin must be "none", "pipe" or "tty"`))
-	}
-	if stdin != bash.StdinNone && !a.RunInBackground {
-		return errResult(argErr("stdin %q needs run_in_background: true (a foreground command takes no input)", a.Stdin))
-	}
-	if given["output"] && a.Output != outputBounded && a.Output != outputBlock {
-		return errResult(argErr(`output must be "bounded" or "block"`))
-	}
-	if given["output"] && !a.RunInBackground {
-		return errResult(argErr("output %q needs run_in_background: true (a foreground command's output is read once, at its end)", a.Output))
-	}
-	if given["key"] && !a.RunInBackground {
-		return errResult(argErr("key needs run_in_background: true (it makes a background start idempotent)"))
-	}
-	if len(a.Key) > messages.MaxKey {
-		return errResult(argErr("key must be at most %d bytes", messages.MaxKey))
-	}
-	if given["background_after_ms"] {
-		switch {
-		case a.RunInBackground:
-			return errResult(argErr("background_after_ms is for foreground calls (with run_in_background the command is in the background from the start)"))
-		case a.BackgroundAfterMS <= 0 || a.BackgroundAfterMS > maxTimeoutMS:
-			return errResult(argErr("background_after_ms must be a positive number of milliseconds"))
-		}
+		return errResult(err)
 	}
 	cmd := bash.Command{Command: a.Command, Dir: b.cfg.dir, Env: b.cfg.env, Stdin: stdin, Limits: b.cfg.limits,
 		BlockOutput: a.RunInBackground && (a.Output == outputBlock || a.Output == "" && b.cfg.blockOutput)}
@@ -379,6 +350,45 @@ func (b *BashTool) call(ctx context.Context, caller messages.AgentID, raw json.R
 		return b.foregroundOrMove(ctx, caller, cmd, a.TimeoutMS, time.Duration(a.BackgroundAfterMS)*time.Millisecond)
 	}
 	return b.foreground(ctx, cmd, a.TimeoutMS)
+}
+
+// check refuses arguments that contradict each other or are out of range, before
+// anything starts, and returns the command's stdin mode.
+func (a *bashArgs) check(given map[string]bool) (bash.Stdin, error) {
+	if strings.TrimSpace(a.Command) == "" {
+		return 0, argErr("command must not be empty")
+	}
+	if given["timeout_ms"] && a.TimeoutMS <= 0 {
+		return 0, errTimeout
+	}
+	stdin, err := bash.ParseStdin(a.Stdin)
+	if err != nil {
+		return 0, argErr(`stdin must be "none", "pipe" or "tty"`)
+	}
+	if stdin != bash.StdinNone && !a.RunInBackground {
+		return 0, argErr("stdin %q needs run_in_background: true (a foreground command takes no input)", a.Stdin)
+	}
+	if given["output"] && a.Output != outputBounded && a.Output != outputBlock {
+		return 0, argErr(`output must be "bounded" or "block"`)
+	}
+	if given["output"] && !a.RunInBackground {
+		return 0, argErr("output %q needs run_in_background: true (a foreground command's output is read once, at its end)", a.Output)
+	}
+	if given["key"] && !a.RunInBackground {
+		return 0, argErr("key needs run_in_background: true (it makes a background start idempotent)")
+	}
+	if len(a.Key) > messages.MaxKey {
+		return 0, argErr("key must be at most %d bytes", messages.MaxKey)
+	}
+	if given["background_after_ms"] {
+		switch {
+		case a.RunInBackground:
+			return 0, argErr("background_after_ms is for foreground calls (with run_in_background the command is in the background from the start)")
+		case a.BackgroundAfterMS <= 0 || a.BackgroundAfterMS > maxTimeoutMS:
+			return 0, argErr("background_after_ms must be a positive number of milliseconds")
+		}
+	}
+	return stdin, nil
 }
 
 // maxTimeoutMS is the largest timeout_ms a background command accepts: about a

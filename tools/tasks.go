@@ -184,38 +184,16 @@ func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw
 	if err != nil {
 		return errResult(err)
 	}
-	if err := checkTaskID(a.TaskID); err != nil {
+	if err := a.check(given); err != nil {
 		return errResult(err)
 	}
-	if given["timeout_ms"] && a.TimeoutMS <= 0 {
-		return errResult(errTimeout)
-	}
 	id := messages.TaskID(a.TaskID)
-	if given["until"] {
-		if given["wait"] && !a.Wait {
-			return errResult(argErr("until waits for a match: it cannot be used with wait: false"))
-		}
-		if _, err := regexp.Compile(a.Until); err != nil || a.Until == "" {
-			return errResult(argErr("until is not a valid regular expression: %s", untilProblem(a.Until, err)))
-		}
-	}
 	defer t.calls.begin(id)()
 	if t.outputCallHook != nil {
 		t.outputCallHook(id)
 	}
 	if given["until"] {
-		timeout, clamped := t.cfg.waitTimeout, ""
-		if a.TimeoutMS > 0 {
-			timeout, clamped = t.clampWait(a.TimeoutMS)
-		}
-		r, err := t.rt.Tasks().ReadUntil(ctx, id, caller, a.Until, timeout)
-		if interrupted(ctx, err) {
-			return t.interruptedWait(ctx, id, caller, r.Snapshot, clamped)
-		}
-		if err != nil {
-			return taskErrResult(a.TaskID, err)
-		}
-		return Result{Text: joinLines(r.Output, clamped, untilLine(r, timeout), StatusLine(r.Snapshot))}
+		return t.outputUntil(ctx, id, caller, a)
 	}
 	var (
 		clamped string
@@ -257,6 +235,43 @@ func (t *TaskTools) callOutput(ctx context.Context, caller messages.AgentID, raw
 		return Result{Text: joinLines(evictedText(t.rt.Retention()), clamped, StatusLine(r.Snapshot))}
 	}
 	return Result{Text: joinLines(r.Output, clamped, StatusLine(r.Snapshot))}
+}
+
+// check refuses task_output arguments that are out of range or contradict each
+// other, before anything is read.
+func (a *outputArgs) check(given map[string]bool) error {
+	if err := checkTaskID(a.TaskID); err != nil {
+		return err
+	}
+	if given["timeout_ms"] && a.TimeoutMS <= 0 {
+		return errTimeout
+	}
+	if given["until"] {
+		if given["wait"] && !a.Wait {
+			return argErr("until waits for a match: it cannot be used with wait: false")
+		}
+		if _, err := regexp.Compile(a.Until); err != nil || a.Until == "" {
+			return argErr("until is not a valid regular expression: %s", untilProblem(a.Until, err))
+		}
+	}
+	return nil
+}
+
+// outputUntil is task_output with until: the output up to the end of the first
+// line that matches, or what there is when the wait ends without one.
+func (t *TaskTools) outputUntil(ctx context.Context, id messages.TaskID, caller messages.AgentID, a outputArgs) Result {
+	timeout, clamped := t.cfg.waitTimeout, ""
+	if a.TimeoutMS > 0 {
+		timeout, clamped = t.clampWait(a.TimeoutMS)
+	}
+	r, err := t.rt.Tasks().ReadUntil(ctx, id, caller, a.Until, timeout)
+	if interrupted(ctx, err) {
+		return t.interruptedWait(ctx, id, caller, r.Snapshot, clamped)
+	}
+	if err != nil {
+		return taskErrResult(a.TaskID, err)
+	}
+	return Result{Text: joinLines(r.Output, clamped, untilLine(r, timeout), StatusLine(r.Snapshot))}
 }
 
 // clampWait turns timeout_ms into a duration no longer than the maximum wait, and
