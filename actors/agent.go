@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/actors/internal/kernel"
 	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
@@ -44,8 +45,8 @@ type agent struct {
 	// poisoning their actors, and a teardown that lands in a mailbox behind the poison
 	// pill is dropped unanswered.
 	awaiting map[string]struct{}
-	stopping bool // stopAgent arrived: stop once no task actor is left
-	spawner  *taskSpawner
+	stopping bool            // stopAgent arrived: stop once no task actor is left
+	spawner  *kernel.Spawner // spawns its task actors, their Started on its goroutine
 }
 
 type cleanupEntry struct {
@@ -54,14 +55,10 @@ type cleanupEntry struct {
 }
 
 // newAgentProps is an agent actor's Props; its mailbox is stored in *box (the
-// registry's entry for the agent: Runtime.commit posts spawns there).
-func newAgentProps(rt *Runtime, id messages.AgentID, box **mailbox) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &agent{rt: rt, id: id} },
-		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(func() actor.Mailbox {
-			m := newMailbox().(*mailbox)
-			*box = m
-			return m
-		}))
+// registry's entry for the agent: Runtime.commit hands spawns to it there).
+func newAgentProps(rt *Runtime, id messages.AgentID, box **kernel.Mailbox) *actor.Props {
+	return rt.kernel.Props(func() actor.Actor { return &agent{rt: rt, id: id} },
+		func(m *kernel.Mailbox) { *box = m }, actor.WithSupervisor(neverRestart))
 }
 
 func (a *agent) Receive(ctx actor.Context) {
@@ -119,9 +116,9 @@ func (a *agent) receive(ctx actor.Context) {
 	case *spawnTask:
 		// Never after stopAgent: the registry stops routing to an agent it stopped.
 		if a.spawner == nil {
-			a.spawner = newTaskSpawner(a.rt, true)
+			a.spawner = a.rt.kernel.InlineSpawner()
 		}
-		if _, err := a.spawner.spawn(ctx, m.task); err != nil {
+		if _, err := a.spawner.Spawn(ctx, string(m.task.snap.ID), m.task); err != nil {
 			a.rt.log.Error("taskrt: spawning task actor failed", "task", m.task.snap.ID, "err", err)
 			ctx.Send(m.task.starter, &startReply{err: fmt.Errorf("spawn task actor: %w", err)})
 		}

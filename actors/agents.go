@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/actors/internal/kernel"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -18,7 +19,7 @@ import (
 type agentEntry struct {
 	id       messages.AgentID
 	pid      *actor.PID
-	box      *mailbox // pid's mailbox (Runtime.commit)
+	box      *kernel.Mailbox // pid's mailbox (Runtime.commit)
 	parent   messages.AgentID
 	injector messages.Injector
 	bucket
@@ -77,7 +78,7 @@ func (r *registry) register(ctx actor.Context, m *registerAgent) error {
 		}
 		parent = p
 	}
-	var box *mailbox
+	var box *kernel.Mailbox
 	pid := ctx.Spawn(newAgentProps(r.rt, m.id, &box))
 	// Counted from its spawn, not from its Started (which runs on its own mailbox,
 	// after Register has answered): the agent is there for Stats as soon as Register

@@ -15,6 +15,11 @@
 // which answers the caller directly (Read, Kill, Wait). Producer code (Run, Cancel,
 // Done, Release), listeners and cleanups never run on the registry's mailbox.
 //
+// The actors run on the runtime's own scheduling kernel (package
+// actors/internal/kernel: mailboxes, dispatcher, reply processes, the Done selector,
+// the stop queue, the task spawner), which replaces protoactor's defaults where they
+// cost a task's life too much; the rules in this package use it only through its API.
+//
 // # Lifecycles
 //
 // The runtime, each agent and each task have an explicit phase and one function that

@@ -36,8 +36,7 @@ type listener struct {
 }
 
 func newListenerProps(rt *Runtime, l *listener) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return l },
-		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
+	return rt.kernel.Props(func() actor.Actor { return l }, nil, actor.WithSupervisor(neverRestart))
 }
 
 func (l *listener) Receive(ctx actor.Context) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/actors/internal/kernel"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -72,12 +73,6 @@ func tellTeardownDone(c actor.SenderContext, requester *actor.PID, m *teardownDo
 	c.Send(requester, m)
 }
 
-// requestRegistry sends the registry one of its internal requests from outside any
-// actor, naming replyTo as the sender to answer.
-func requestRegistry(rt *Runtime, m registryMsg, replyTo *actor.PID) {
-	rt.system.Root.RequestWithCustomSender(rt.registry, m, replyTo)
-}
-
 // ---- sent by the typed client to the registry ----
 
 // reserveStart is a start's preflight (client → registry). On success the registry
@@ -118,7 +113,7 @@ func newCommit(rt *Runtime, token uint64, hooks messages.Hooks, run func() (mess
 // spawnVia answers the commit of an owned task: the caller hands the task to its
 // agent actor (spawnTask) itself, and is answered with *startReply by the task.
 type spawnVia struct {
-	agent *mailbox
+	agent *kernel.Mailbox
 	task  *task
 }
 

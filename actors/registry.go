@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/actors/internal/kernel"
 	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
@@ -34,9 +35,6 @@ import (
 type registry struct {
 	rt    *Runtime
 	phase runtimePhase
-
-	// evicted stops the actors of the records retention evicts (retention.go).
-	evicted stopQueue
 
 	closeWaiters []*actor.PID // Close callers, answered when the registry stopped
 	// awaiting holds the unowned task actors a close tore down that have neither
@@ -71,7 +69,7 @@ type registry struct {
 
 	subscribers map[*subscriber]struct{} // event subscriptions (Runtime.Subscribe)
 
-	spawner *taskSpawner // spawns the unowned task actors; nil until the first
+	spawner *kernel.Spawner // spawns the unowned task actors; nil until the first
 }
 
 type runtimePhase int
@@ -87,7 +85,7 @@ const (
 type taskEntry struct {
 	snap        messages.Snapshot
 	pid         *actor.PID
-	box         *mailbox // pid's mailbox, made by the spawner; nil with pid
+	box         *kernel.Mailbox // pid's mailbox, made by the spawner; nil with pid (kernel.Stop)
 	seq         uint64
 	notified    bool   // the completion notice was claimed (notifyTask)
 	key         string // Spec.Key, "" for none (keys.go)

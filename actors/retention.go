@@ -1,10 +1,9 @@
 package actors
 
 import (
-	"sync"
-
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/actors/internal/kernel"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -85,9 +84,10 @@ func (r *registry) bucketOf(owner messages.AgentID) *bucket {
 }
 
 // evict turns the oldest retained record of a bucket into a tombstone (retention
-// rule): the route goes first, then the task actor is poisoned — every request routed
-// to it before is answered; it stops, and its Stopped handler runs the producer's
-// Release. Past the tombstone bound, the oldest tombstone is forgotten.
+// rule): the route goes first, then the task actor is stopped as a PoisonPill stops
+// it (kernel.Stop, which batches the stops of many evictions) — every request routed
+// to it before is answered; its Stopped handler runs the producer's Release. Past the
+// tombstone bound, the oldest tombstone is forgotten.
 //
 // e is from the bucket's retained queue: its record is in r.tasks (records are
 // dropped only with their whole bucket, whose queues go with it).
@@ -97,11 +97,11 @@ func (r *registry) evict(ctx actor.Context, b *bucket, e *taskEntry) {
 	}
 	id := e.snap.ID
 	if e.box != nil {
-		var parent *mailbox // the agent actor's, told Terminated by the stop
+		var parent *kernel.Mailbox // the agent actor's, told Terminated by the stop
 		if a, ok := r.agents[e.snap.Owner]; ok {
 			parent = a.box
 		}
-		r.evicted.push(e.box, parent)
+		r.rt.kernel.Stop(e.box, parent)
 	} else {
 		ctx.Poison(e.pid)
 	}
@@ -158,77 +158,3 @@ func (r *registry) dropRecord(ctx actor.Context, id messages.TaskID, e *taskEntr
 	r.rt.nRecords.Add(-1)
 	ctx.Poison(e.pid)
 }
-
-// stopQueue stops the actors of evicted records, many to one dispatcher run. Each
-// eviction used to poison its task's actor through its PID, and each of those idle
-// actors was then handed to a dispatcher worker of its own to take the pill — a
-// worker woken and a mailbox scheduled per lifecycle, for one message — and its
-// stop then handed its agent actor (its parent, told Terminated) to another. The
-// queue takes the mailboxes instead: a push puts the pill in the mailbox at once,
-// without scheduling it (so it comes before anything sent to the actor after the
-// eviction), and the first push schedules one run, which runs each mailbox whose
-// actor is idle there (runIfIdle) — the same handlers, on a dispatcher worker as
-// before, in order — with the parent's mailbox marked (inlineRuns), so that the run
-// its Terminated makes due is taken and run there too, right after; and it takes
-// what is pushed meanwhile before it ends. An actor that is not idle takes the pill
-// behind the messages it has and runs as usual; a parent that is running elsewhere
-// just gets the message. Paired BenchmarkLifecycle runs: −8 % a lifecycle for the
-// shared run, −5 % more for the parent's (docs/cost.md, "Lifecycle").
-type stopQueue struct {
-	mu      sync.Mutex
-	boxes   []stopItem
-	running bool // a run is scheduled or under way: it takes what is pushed
-	spare   []stopItem
-	inline  inlineRuns
-}
-
-type stopItem struct{ box, parent *mailbox }
-
-// push queues box's actor to be stopped, parent (nil for none) being the mailbox of
-// its parent actor; box's dispatcher runs the queue when nothing does.
-func (q *stopQueue) push(box, parent *mailbox) {
-	// The pill goes into the mailbox now, before anything sent to the actor after
-	// the eviction (a producer call's result, say): the actor stops, answering what
-	// is still pending, before it would take those
-	// (TestRequestsInFlightAreAnsweredWhenRetentionEvictsTheTask).
-	box.enqueue(poisonPill)
-	q.mu.Lock()
-	q.boxes = append(q.boxes, stopItem{box, parent})
-	if q.running {
-		q.mu.Unlock()
-		return
-	}
-	q.running = true
-	q.mu.Unlock()
-	box.dispatcher.Schedule(q.run)
-}
-
-// run stops the queued actors until none is left.
-func (q *stopQueue) run() {
-	for {
-		q.mu.Lock()
-		boxes := q.boxes
-		if len(boxes) == 0 {
-			q.running = false
-			q.mu.Unlock()
-			return
-		}
-		q.boxes, q.spare = q.spare[:0], nil
-		q.mu.Unlock()
-		for i, it := range boxes {
-			if it.parent != nil {
-				q.inline.begin(it.parent)
-			}
-			it.box.runIfIdle()
-			if it.parent != nil {
-				q.inline.end(it.parent)
-			}
-			boxes[i] = stopItem{}
-		}
-		q.mu.Lock()
-		q.spare = boxes
-		q.mu.Unlock()
-	}
-}
-
-var poisonPill = &actor.PoisonPill{}

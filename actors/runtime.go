@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/taskrt/taskrt/actors/internal/kernel"
 	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
@@ -27,7 +29,9 @@ type Runtime struct {
 
 	tasks  Tasks
 	agents Agents
-	pool   *pool // the dispatcher of every actor of this runtime
+	// kernel is the scheduling machinery of every actor of this runtime: mailboxes,
+	// dispatcher, reply processes, the done selector, the stop queue.
+	kernel *kernel.Kernel
 
 	// closing is set when Close begins (or the registry faulted): listeners are
 	// silent from then on.
@@ -67,12 +71,6 @@ type Runtime struct {
 	// send output events only while someone listens.
 	nSubscribers atomic.Int64
 
-	// replies is a free list of reply processes whose answer was received.
-	replies chan *reply
-
-	// selector awaits the running tasks' Done channels (see doneselect.go).
-	selector doneSelector
-
 	metrics *instruments
 }
 
@@ -97,9 +95,8 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	rt := &Runtime{cfg: cfg, log: cfg.logger, stopped: make(chan struct{}), replies: make(chan *reply, 256)}
+	rt := &Runtime{cfg: cfg, log: cfg.logger, stopped: make(chan struct{})}
 	rt.abort, rt.abortCancel = context.WithCancel(context.Background())
-	rt.selector.rt = rt
 	in, err := newInstruments(rt, cfg.meters)
 	if err != nil {
 		return nil, fmt.Errorf("taskrt: metrics: %w", err)
@@ -123,12 +120,14 @@ func NewRuntime(opts ...Option) (*Runtime, error) {
 			}
 		})
 	}
-	rt.pool = newPool(poolWorkers, 300)
-	props := actor.PropsFromProducer(func() actor.Actor { return newRegistry(rt) },
-		actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
+	rt.kernel = kernel.New(kernel.Config{System: rt.system, Workers: poolWorkers, Throughput: 300, Go: rt.goSafe,
+		Deliver: func(self *actor.PID, o messages.Outcome, ok bool) {
+			tellTask(rt.system.Root, self, &outcomeMsg{outcome: o, ok: ok})
+		}})
+	props := rt.kernel.Props(func() actor.Actor { return newRegistry(rt) }, nil, actor.WithSupervisor(neverRestart))
 	pid, err := rt.system.Root.SpawnNamed(props, "taskrt-registry"+rt.system.ProcessRegistry.NextId())
 	if err != nil {
-		rt.pool.close()
+		rt.kernel.Close()
 		return nil, fmt.Errorf("taskrt: spawn the registry: %w", err)
 	}
 	rt.registry = pid
@@ -189,16 +188,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.closing.Store(true)
 	giveUp := func() error { rt.abortCancel(); return ctx.Err() }
-	r := newReply(rt)
-	requestRegistry(rt, &closeRuntime{}, r.pid)
-	select {
-	case <-r.ch:
-	case <-rt.stopped:
-	case <-ctx.Done():
-		r.release()
+	// The answer, or the runtime's end, means the teardown is under way.
+	if _, err := rt.kernel.Call(ctx, rt.registry, &closeRuntime{}, rt.stopped); err != nil && !errors.Is(err, kernel.ErrStopped) {
 		return giveUp()
 	}
-	r.release()
 	select {
 	case <-rt.stopped:
 	case <-ctx.Done():
@@ -212,17 +205,8 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		return giveUp()
 	}
 	rt.abortCancel()
-	rt.pool.close()
+	rt.kernel.Close()
 	_ = rt.metrics.registration.Unregister()
-	for {
-		select {
-		case r := <-rt.replies:
-			r.release()
-			continue
-		default:
-		}
-		break
-	}
 	if rt.ownSystem {
 		rt.system.Shutdown()
 		rt.system.EventStream.Unsubscribe(rt.deadLetters)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/actors/internal/kernel"
 	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
@@ -110,9 +111,9 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	t.spawning = &taskSpawned{entry: &taskEntry{snap: snap}} // indexed when the task announces itself (spawned)
 	if res.owner == "" {
 		if r.spawner == nil {
-			r.spawner = newTaskSpawner(r.rt, false)
+			r.spawner = r.rt.kernel.Spawner()
 		}
-		if _, err := r.spawner.spawn(ctx, t); err != nil {
+		if _, err := r.spawner.Spawn(ctx, string(snap.ID), t); err != nil {
 			r.rt.log.Error("taskrt: spawning task actor failed", "task", snap.ID, "err", err)
 		}
 		return
@@ -122,6 +123,15 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 	// cannot have begun its teardown meanwhile: a disposal waits for the start until
 	// the task announced itself (pending, startResolved).
 	ctx.Respond(&spawnVia{agent: r.agents[res.owner].box, task: t})
+}
+
+// MailboxMade keeps the task actor's mailbox in the registry's record of the task,
+// which hands it to kernel.Stop when retention evicts the task. Called by the
+// spawner inside the spawn, before the actor's Started sends the record home.
+func (t *task) MailboxMade(box *kernel.Mailbox) {
+	if t.spawning != nil {
+		t.spawning.entry.box = box
+	}
 }
 
 func (r *registry) spawned(ctx actor.Context, m *taskSpawned) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/taskrt/taskrt/actors/internal/kernel"
 	"github.com/taskrt/taskrt/internal/contain"
 	"github.com/taskrt/taskrt/messages"
 )
@@ -41,7 +42,7 @@ import (
 // stopping the actor, whose Stopped handler runs the producer's Release once every
 // producer call returned. That is the end of the actor, not a phase of it.
 //
-// The Done channel is awaited off the mailbox (doneselect.go), which sends the
+// The Done channel is awaited off the mailbox (Kernel.SelectDone), which sends the
 // outcome home, and Cancel runs on a goroutine that sends its result home, so no
 // producer code ever runs on the mailbox except the non-blocking ReadOutput.
 type task struct {
@@ -77,7 +78,7 @@ type task struct {
 	inputShut bool // an input with eof was accepted: later inputs are refused
 	overdue   bool // the settle timer fired: answer teardown even with a Cancel hung
 
-	done *doneSlot // where Done is awaited; nil when the outcome was there at once
+	done *kernel.DoneSlot // where Done is awaited; nil when the outcome was there at once
 }
 
 // pendingRequests are the requests a task holds until an event answers them, and
@@ -476,13 +477,13 @@ func (t *task) selectDone(ctx actor.Context) {
 		return
 	default:
 	}
-	t.done = rt.selector.add(done, self)
+	t.done = rt.kernel.SelectDone(done, self)
 }
 
 // stopSelect leaves the done selector (settled, or the actor stops).
 func (t *task) stopSelect() {
 	if t.done != nil {
-		t.done.stop()
+		t.done.Stop()
 	}
 }
 

@@ -33,10 +33,10 @@ type setWaiter struct {
 }
 
 func newSetWaiterProps(rt *Runtime, req *messages.WaitTasks, requester *actor.PID) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return rt.kernel.Props(func() actor.Actor {
 		return &setWaiter{rt: rt, req: req, requester: requester,
 			snaps: make([]messages.Snapshot, len(req.IDs)), answered: make([]bool, len(req.IDs))}
-	}, actor.WithSupervisor(neverRestart), actor.WithDispatcher(rt.pool), actor.WithMailbox(newMailbox))
+	}, nil, actor.WithSupervisor(neverRestart))
 }
 
 func (w *setWaiter) Receive(ctx actor.Context) {

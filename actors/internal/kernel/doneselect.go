@@ -1,4 +1,4 @@
-package actors
+package kernel
 
 import (
 	"reflect"
@@ -9,25 +9,29 @@ import (
 	"github.com/taskrt/taskrt/messages"
 )
 
-// A task's Done is awaited off the mailbox, and the outcome sent home as an
-// outcomeMsg. One parked goroutine per live task would cost each task its stack
-// (2 to 4 KiB, more than the rest of its record); instead the selector keeps the
-// Done channels of up to selectGroupSize tasks in one group, whose goroutine waits
-// in reflect.Select on all of them and on its wake channel. A slot costs a task
-// about a hundred bytes; a wake-up costs a select over the group's channels (a few
-// microseconds at most), once per settlement.
+// A task's Done is awaited off its mailbox (Kernel.SelectDone), and the outcome
+// handed to Config.Deliver, which sends it home. One parked goroutine per live task
+// would cost each task its stack (2 to 4 KiB, more than the rest of its record);
+// instead the selector keeps the Done channels of up to selectGroupSize tasks in one
+// group, whose goroutine waits in reflect.Select on all of them and on its wake
+// channel. A slot costs a task about a hundred bytes; a wake-up costs a select over
+// the group's channels (a few microseconds at most), once per settlement. The
+// selector buys memory, not speed: a start or a settlement costs the same either
+// way. Its known cost: each stop wakes its group, which rebuilds its select, so a
+// disposal of many tasks pays a select per task.
 //
 // Groups fill in turn: new watches join the newest group until it is full, then a
-// new group starts. A group's goroutine is owned by the runtime (goSafe, awaited by
-// Close) and ends once its last watch has fired or been stopped; a group never
-// takes new watches after it filled up, so an emptied group always ends.
+// new group starts. A group's goroutine is owned by the kernel's owner (Config.Go,
+// which the runtime's Close awaits) and ends once its last watch has fired or been
+// stopped; a group never takes new watches after it filled up, so an emptied group
+// always ends.
 
 // selectGroupSize is the most Done channels one group's goroutine selects on.
 const selectGroupSize = 32
 
 // doneSelector hands out watches.
 type doneSelector struct {
-	rt   *Runtime
+	k    *Kernel
 	mu   sync.Mutex   // protects open
 	open *selectGroup // the group new watches join; nil when a new one must start
 }
@@ -38,24 +42,24 @@ type selectGroup struct {
 	wake chan struct{} // buffered 1; tells the goroutine that adds or removes are queued
 
 	mu      sync.Mutex  // protects every field below
-	adds    []*doneSlot // joined, not yet in the select
-	removes []*doneSlot // stopped, still in the select
+	adds    []*DoneSlot // joined, not yet in the select
+	removes []*DoneSlot // stopped, still in the select
 	size    int         // watches neither fired nor stopped
 	taken   int         // watches ever given to this group (it is full at selectGroupSize)
 	ended   bool        // the goroutine has returned
 }
 
-// doneSlot is one task's Done in a group's select.
-type doneSlot struct {
+// DoneSlot is one task's Done in a group's select (Kernel.SelectDone).
+type DoneSlot struct {
 	done  <-chan messages.Outcome
 	self  *actor.PID
 	group *selectGroup
 	over  bool // fired or stopped; guarded by group.mu
 }
 
-// add watches done and sends its outcome to self.
-func (w *doneSelector) add(done <-chan messages.Outcome, self *actor.PID) *doneSlot {
-	wt := &doneSlot{done: done, self: self}
+// add watches done and hands its outcome to Config.Deliver for self.
+func (w *doneSelector) add(done <-chan messages.Outcome, self *actor.PID) *DoneSlot {
+	wt := &DoneSlot{done: done, self: self}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	g := w.open
@@ -70,7 +74,7 @@ func (w *doneSelector) add(done <-chan messages.Outcome, self *actor.PID) *doneS
 		g = &selectGroup{w: w, wake: make(chan struct{}, 1)}
 		g.mu.Lock()
 		w.open = g
-		w.rt.goSafe("done selector", g.run)
+		w.k.cfg.Go("done selector", g.run)
 	}
 	wt.group = g
 	g.adds = append(g.adds, wt)
@@ -84,8 +88,8 @@ func (w *doneSelector) add(done <-chan messages.Outcome, self *actor.PID) *doneS
 	return wt
 }
 
-// stop ends the watch, if it has not fired: no outcome is sent for it after.
-func (wt *doneSlot) stop() {
+// Stop ends the watch, if it has not fired: no outcome is delivered for it after.
+func (wt *DoneSlot) Stop() {
 	g := wt.group
 	g.mu.Lock()
 	if wt.over {
@@ -102,7 +106,7 @@ func (wt *doneSlot) stop() {
 // run is the group's goroutine.
 func (g *selectGroup) run() {
 	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(g.wake)}}
-	watches := []*doneSlot{nil} // watches[i] is cases[i]'s; 0 is the wake channel
+	watches := []*DoneSlot{nil} // watches[i] is cases[i]'s; 0 is the wake channel
 	drop := func(i int) {
 		last := len(cases) - 1
 		cases[i], watches[i] = cases[last], watches[last]
@@ -150,7 +154,7 @@ func (g *selectGroup) run() {
 			if ok {
 				o = v.Interface().(messages.Outcome)
 			}
-			tellTask(g.w.rt.system.Root, wt.self, &outcomeMsg{outcome: o, ok: ok})
+			g.w.k.cfg.Deliver(wt.self, o, ok)
 		}
 	}
 }

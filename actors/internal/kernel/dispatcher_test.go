@@ -1,4 +1,4 @@
-package actors
+package kernel
 
 import (
 	"testing"

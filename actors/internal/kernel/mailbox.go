@@ -1,4 +1,4 @@
-package actors
+package kernel
 
 import (
 	"runtime"
@@ -8,13 +8,16 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// mailbox is the protoactor Mailbox of the runtime's actors. protoactor's unbounded
-// mailbox costs five allocations to make (a ring queue for user messages, a linked
-// queue for system messages), one per system message (a queue node), and one per
-// scheduling (the method value it hands the dispatcher): about a dozen allocations of
-// a task lifecycle, which is short and touches four mailboxes. This one keeps both
-// queues as slices under one mutex (a push after warm-up allocates nothing) and binds
-// its run function once.
+// Mailbox is the protoactor Mailbox of the runtime's actors (Kernel.Props). Code
+// outside the kernel holds one only as a handle: to hand a message to its actor and
+// run it (Kernel.PostAndAwait) or to stop its actor (Kernel.Stop).
+//
+// protoactor's unbounded mailbox costs five allocations to make (a ring queue for
+// user messages, a linked queue for system messages), one per system message (a
+// queue node), and one per scheduling (the method value it hands the dispatcher):
+// about a dozen allocations of a task lifecycle, which is short and touches four
+// mailboxes. This one keeps both queues as slices under one mutex (a push after
+// warm-up allocates nothing) and binds its run function once.
 //
 // It keeps protoactor's mailbox contract: system messages before user messages;
 // SuspendMailbox stops user messages until ResumeMailbox (system messages go on);
@@ -23,14 +26,14 @@ import (
 // the mailbox goes idle is never stranded (the status is re-checked after idling).
 // Runtime actors never post MessageBatch values, but a batch is expanded as
 // protoactor does (its messages, then the batch itself).
-type mailbox struct {
+type Mailbox struct {
 	mu        sync.Mutex
 	system    fifo
 	user      fifo
 	status    atomic.Int32 // mailboxIdle or mailboxRunning
 	suspended atomic.Bool  // written by the run loop only
 	// held keeps a scheduled run from the dispatcher until release, which runs it
-	// on its caller's goroutine (an agent's task actors: see taskSpawner).
+	// on its caller's goroutine (an agent's task actors: see Spawner).
 	held    atomic.Bool
 	pending atomic.Bool // a run was due while held: release runs it
 	// inline, while set, takes a run that was due instead of the dispatcher: the
@@ -47,16 +50,17 @@ const (
 	mailboxRunning
 )
 
-// newMailbox is the runtime actors' actor.MailboxProducer.
-func newMailbox() actor.Mailbox {
-	m := &mailbox{}
+// newMailbox makes a mailbox; Kernel.Props hands it to protoactor.
+func newMailbox() *Mailbox {
+	m := &Mailbox{}
 	m.system.items = m.system.inline[:0]
 	m.user.items = m.user.inline[:0]
 	m.run = m.processMessages
 	return m
 }
 
-func (m *mailbox) PostUserMessage(msg any) {
+// PostUserMessage queues a user message and schedules a run if none is due.
+func (m *Mailbox) PostUserMessage(msg any) {
 	if batch, ok := msg.(actor.MessageBatch); ok {
 		for _, b := range batch.GetMessages() {
 			m.PostUserMessage(b)
@@ -75,26 +79,31 @@ func (m *mailbox) PostUserMessage(msg any) {
 	m.schedule()
 }
 
-func (m *mailbox) PostSystemMessage(msg any) {
+// PostSystemMessage queues a system message (it runs before any user message) and
+// schedules a run if none is due.
+func (m *Mailbox) PostSystemMessage(msg any) {
 	m.mu.Lock()
 	m.system.push(msg)
 	m.mu.Unlock()
 	m.schedule()
 }
 
-func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
+// RegisterHandlers is protoactor's: the actor's invoker and the dispatcher.
+func (m *Mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.invoker, m.dispatcher = invoker, dispatcher
 }
 
-func (m *mailbox) Start() {}
+// Start does nothing: the mailbox is ready once made.
+func (m *Mailbox) Start() {}
 
-func (m *mailbox) UserMessageCount() int {
+// UserMessageCount is the number of user messages waiting.
+func (m *Mailbox) UserMessageCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.user.len()
 }
 
-func (m *mailbox) schedule() {
+func (m *Mailbox) schedule() {
 	if m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
 		if m.held.Load() {
 			m.pending.Store(true)
@@ -113,10 +122,10 @@ func (m *mailbox) schedule() {
 type inlineRuns struct {
 	mu    sync.Mutex
 	open  bool
-	boxes []*mailbox
+	boxes []*Mailbox
 }
 
-func (r *inlineRuns) take(m *mailbox) bool {
+func (r *inlineRuns) take(m *Mailbox) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.open {
@@ -127,14 +136,14 @@ func (r *inlineRuns) take(m *mailbox) bool {
 }
 
 // begin opens r for m; end closes it and runs on the caller what it took.
-func (r *inlineRuns) begin(m *mailbox) {
+func (r *inlineRuns) begin(m *Mailbox) {
 	r.mu.Lock()
 	r.open = true
 	r.mu.Unlock()
 	m.inline.Store(r)
 }
 
-func (r *inlineRuns) end(m *mailbox) {
+func (r *inlineRuns) end(m *Mailbox) {
 	m.inline.Store(nil)
 	r.mu.Lock()
 	r.open = false
@@ -150,7 +159,7 @@ func (r *inlineRuns) end(m *mailbox) {
 // (inline) or goes to the dispatcher. The run owns the mailbox (its status is
 // running), so anything posted meanwhile is taken by it or, once it went idle,
 // dispatched as usual.
-func (m *mailbox) release(inline bool) {
+func (m *Mailbox) release(inline bool) {
 	m.held.Store(false)
 	if !m.pending.Swap(false) {
 		return
@@ -164,7 +173,7 @@ func (m *mailbox) release(inline bool) {
 
 // enqueue posts msg as a user message without scheduling a run: whoever enqueues
 // must see that one runs (runIfIdle), unless a later post schedules it first.
-func (m *mailbox) enqueue(msg any) {
+func (m *Mailbox) enqueue(msg any) {
 	m.mu.Lock()
 	m.user.push(msg)
 	m.mu.Unlock()
@@ -172,10 +181,10 @@ func (m *mailbox) enqueue(msg any) {
 
 // runIfIdle runs the mailbox on the calling goroutine until nothing is left, if it is
 // idle; a running mailbox takes what it holds before it goes idle.
-func (m *mailbox) runIfIdle() { m.runIfIdleUntil(nil) }
+func (m *Mailbox) runIfIdle() { m.runIfIdleUntil(nil) }
 
 // runIfIdleUntil is runIfIdle stopping early as runUntil does with done.
-func (m *mailbox) runIfIdleUntil(done func() bool) {
+func (m *Mailbox) runIfIdleUntil(done func() bool) {
 	if !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
 		return
 	}
@@ -188,15 +197,15 @@ func (m *mailbox) runIfIdleUntil(done func() bool) {
 
 // processMessages runs batches until the mailbox is empty (or suspended with only
 // user messages left) and idle.
-func (m *mailbox) processMessages() { m.runUntil(nil) }
+func (m *Mailbox) processMessages() { m.runUntil(nil) }
 
 // postAndRun posts msg as a user message and, if that found the mailbox idle, runs
 // the mailbox on the calling goroutine until done reports true or nothing is left;
 // what is left then goes to the dispatcher. A caller about to block on the answer to
 // msg thus runs the actor itself instead of handing it to a worker and waiting to be
-// woken (a start's spawn by its agent: Runtime.commit). It runs at most one
+// woken (a start's spawn by its agent: Kernel.PostAndAwait). It runs at most one
 // throughput's worth of messages before it hands over.
-func (m *mailbox) postAndRun(msg any, done func() bool) {
+func (m *Mailbox) postAndRun(msg any, done func() bool) {
 	m.enqueue(msg)
 	m.runIfIdleUntil(done)
 }
@@ -204,7 +213,7 @@ func (m *mailbox) postAndRun(msg any, done func() bool) {
 // runUntil runs batches as processMessages does; with done, it stops early — once
 // done reports true or a throughput's worth of messages ran — and hands what is left
 // to the dispatcher (the mailbox stays running for it).
-func (m *mailbox) runUntil(done func() bool) {
+func (m *Mailbox) runUntil(done func() bool) {
 	for {
 		if m.batch(done) {
 			m.mu.Lock()
@@ -234,7 +243,7 @@ func (m *mailbox) runUntil(done func() bool) {
 // batch runs messages until none is left (or only user messages while suspended).
 // With done, it returns true, messages possibly left, as soon as done reports true
 // after a message or a throughput's worth ran.
-func (m *mailbox) batch(done func() bool) (early bool) {
+func (m *Mailbox) batch(done func() bool) (early bool) {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {

@@ -1,4 +1,4 @@
-package actors
+package kernel
 
 import (
 	"fmt"
@@ -65,8 +65,8 @@ func (d *heldDispatcher) runAll() {
 // TestMailboxKeepsProtoactorsContract pins the runtime's mailbox to the contract of
 // protoactor's default mailbox, rule by rule.
 func TestMailboxKeepsProtoactorsContract(t *testing.T) {
-	setup := func() (*mailbox, *recordingInvoker, *heldDispatcher) {
-		m := newMailbox().(*mailbox)
+	setup := func() (*Mailbox, *recordingInvoker, *heldDispatcher) {
+		m := newMailbox()
 		inv, d := &recordingInvoker{}, &heldDispatcher{throughput: 300}
 		m.RegisterHandlers(inv, d)
 		m.Start()
@@ -132,12 +132,12 @@ func TestMailboxKeepsProtoactorsContract(t *testing.T) {
 }
 
 // TestHeldMailboxRunsOnRelease pins the held mailbox (an agent's new task actor,
-// taskSpawner): what is posted while it is held is not dispatched; release runs it on
+// InlineSpawner): what is posted while it is held is not dispatched; release runs it on
 // the caller's goroutine, in the mailbox's order, before it returns (or, not inline,
 // hands it to the dispatcher); after release the mailbox dispatches as any other.
 func TestHeldMailboxRunsOnRelease(t *testing.T) {
-	setup := func() (*mailbox, *recordingInvoker, *heldDispatcher) {
-		m := newMailbox().(*mailbox)
+	setup := func() (*Mailbox, *recordingInvoker, *heldDispatcher) {
+		m := newMailbox()
 		m.held.Store(true)
 		inv, d := &recordingInvoker{}, &heldDispatcher{throughput: 300}
 		m.RegisterHandlers(inv, d)
@@ -193,12 +193,12 @@ func TestHeldMailboxRunsOnRelease(t *testing.T) {
 	})
 }
 
-// TestPostAndRun pins a caller running a mailbox itself (Runtime.commit): posting to
+// TestPostAndRun pins a caller running a mailbox itself (Kernel.PostAndAwait): posting to
 // an idle mailbox runs it on the caller until done reports true, and hands what is
 // left to the dispatcher; posting to a running one only queues the message.
 func TestPostAndRun(t *testing.T) {
-	setup := func() (*mailbox, *recordingInvoker, *heldDispatcher) {
-		m := newMailbox().(*mailbox)
+	setup := func() (*Mailbox, *recordingInvoker, *heldDispatcher) {
+		m := newMailbox()
 		inv, d := &recordingInvoker{}, &heldDispatcher{throughput: 300}
 		m.RegisterHandlers(inv, d)
 		return m, inv, d
@@ -258,7 +258,7 @@ func TestMailboxNeverStrandsAMessage(t *testing.T) {
 	const senders, each = 8, 2000
 	p := newPool(2, 5) // a small throughput: many batches, many idle transitions
 	defer p.close()
-	m := newMailbox().(*mailbox)
+	m := newMailbox()
 	var mu sync.Mutex
 	next := make([]int, senders)
 	var bad []string

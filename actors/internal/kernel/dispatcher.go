@@ -1,25 +1,28 @@
-package actors
+package kernel
 
 import (
 	"sync"
 )
 
-// pool is the protoactor Dispatcher of the runtime's actors. protoactor's default
-// dispatcher starts a new goroutine for every mailbox batch; its call chain plus our
-// Receive frames outgrow a new goroutine's stack, so almost every message paid for a
-// stack copy (about a quarter of a task lifecycle's CPU in profiles). The pool hands a
-// batch to an idle long-lived worker, whose stack has already grown, and falls back to
-// a new goroutine when no worker is idle, so a busy or blocked worker never delays
-// another mailbox.
+// pool is the protoactor Dispatcher of the runtime's actors (Kernel.Props).
+// protoactor's default dispatcher starts a new goroutine for every mailbox batch;
+// its call chain plus the actors' Receive frames outgrow a new goroutine's stack, so
+// almost every message pays for a stack copy. The pool hands a batch to an idle
+// long-lived worker, whose stack has already grown, and falls back to a new goroutine
+// when no worker is idle, so a busy or blocked worker never delays another mailbox.
 //
 // A fallback goroutine, once its batch is done, stays on as a worker (up to
 // maxWorkers in all), so that a load that keeps more mailboxes scheduled at once than
-// there are workers stops paying for new goroutines and their stack growth (a tenth
-// of a lifecycle's CPU at 8 starters on 2 cores). Workers stay until close; an idle
-// one costs its parked goroutine (the GC shrinks its stack). They wait on the work
-// channel alone: a per-batch idle timer (to let extra workers leave) cost more than
-// the goroutines it would have saved (a select and a timer reset per batch, 8 % of
-// the lifecycle's CPU).
+// there are workers stops paying for new goroutines and their stack growth. Workers
+// stay until close; an idle one costs its parked goroutine (the GC shrinks its
+// stack). They wait on the work channel alone. Rejected: a per-batch idle timer to
+// let extra workers leave — its select and timer reset on every batch cost more than
+// the goroutines it would save.
+//
+// The known limit: a mass stop (a disposal of thousands of tasks) makes many
+// mailboxes due at once; there the hand-off attempt and the bound on workers make
+// the pool slower than protoactor's dispatcher, which only starts goroutines. Every
+// other path (a start, a routed request, a waiter's wake-up) is faster with it.
 type pool struct {
 	work       chan func() // unbuffered: a send succeeds only when a worker is idle
 	throughput int
