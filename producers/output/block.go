@@ -102,13 +102,17 @@ func (o *Buffer) heldLine(from, end int64) int64 {
 	if o.blockCap == 0 || o.roomLocked() > 0 || end <= from {
 		return 0
 	}
-	b, err := o.fetch(span{from, end})
-	if err != nil {
-		return 0
+	var chunk [4 << 10]byte // lines are short: the first chunk from the end finds one
+	for e := end; e > from; {
+		s := span{max(from, e-int64(len(chunk))), e}
+		b, err := o.fetchInto(chunk[:0], s)
+		if err != nil {
+			return 0
+		}
+		if nl := bytes.LastIndexByte(b, '\n'); nl >= 0 {
+			return end - (s.from + int64(nl) + 1)
+		}
+		e = s.from
 	}
-	nl := bytes.LastIndexByte(b, '\n')
-	if nl < 0 {
-		return 0
-	}
-	return int64(len(b) - nl - 1)
+	return 0
 }
