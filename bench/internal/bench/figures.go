@@ -415,7 +415,7 @@ func Run(ctx context.Context, cfg Config, progress func(Progress)) ([]Figure, er
 				rounds, mib(float64(flood[ImplActors].ReadBytes)))),
 		newFigure(floodName+" block mode throughput", "MiB/s", "higher", mib(blockRun.Throughput), BaselineBounded,
 			map[string]float64{BaselineBounded: mib(flood[ImplActors].Throughput)},
-			fmt.Sprintf("the command waits for the owner's reads: nothing dropped (the reads returned all of it, %.0f MiB as rendered, NULs escaped) vs the bounded flood above", mib(float64(blockRun.ReadBytes)))),
+			fmt.Sprintf("a text flood (yes | head) whose command waits for the owner's reads: nothing dropped (the reads returned %.0f MiB) vs the bounded flood above", mib(float64(blockRun.ReadBytes)))),
 		newFigure(floodName+" with a slow observer", "MiB/s", "higher", mib(observedRun.Throughput), BaselineBounded,
 			map[string]float64{BaselineBounded: mib(flood[ImplActors].Throughput)},
 			"an observer peeking 4 KiB a millisecond beside the owner's reads vs the flood without it: observers never hold the task"),
