@@ -358,7 +358,7 @@ func (t *task) transition(ctx actor.Context, r taskRule, o messages.Outcome) boo
 		t.toRegistry(ctx, &taskChanged{snap: t.snap})
 	case phaseStopping:
 		t.snap.Status = messages.Stopping
-		t.snap.OutputFull = false // the stop ends block mode (the producer's Cancel unblocks its writer)
+		t.snap.OutputFull = false                    // the stop ends block mode (the producer's Cancel unblocks its writer)
 		if pr := t.pendingOf(); pr.stopAt.IsZero() { // a kill's stop began when it was asked for (cancelAsync)
 			pr.stopAt = time.Now()
 		}
