@@ -56,7 +56,8 @@ func (k *Kernel) Props(producer actor.Producer, made func(*Mailbox), opts ...act
 			return m
 		}
 	}
-	return actor.PropsFromProducer(producer, append(opts, actor.WithDispatcher(k.pool), actor.WithMailbox(mailboxes))...)
+	opts = append(opts[:len(opts):len(opts)], actor.WithDispatcher(k.pool), actor.WithMailbox(mailboxes)) // never into the caller's array
+	return actor.PropsFromProducer(producer, opts...)
 }
 
 // SelectDone watches done off every mailbox and hands its one outcome to
