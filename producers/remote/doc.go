@@ -15,17 +15,18 @@
 //
 // Every subject starts with a prefix P (WithPrefix, default "taskrt"); <node> is
 // an owner node's id (random, one per Producer), <worker> a worker's name. Bodies
-// are JSON except output.
+// are JSON except output's frames and grants, which are binary (frame.go).
 //
 //	subject              sent by → answered by   body → answer
-//	P.start              owner → one worker       startReq{task, owner, epoch, command, dir, env, stdin, limits}
+//	P.start              owner → one worker       startReq{task, owner, epoch, command, dir, env, stdin, limits, block, grant}
 //	  (queue P-workers)    with a free slot        → startReply{worker, epoch} | {full} | {err}
 //	P.w.<worker>.kill    owner → worker           killReq{task, owner, epoch, reason} → reply{} | {unknown}
 //	P.w.<worker>.input   owner → worker           inputReq{task, owner, epoch, data, eof} → reply{} | {ended} | {closed} | {err}
 //	                                               (answered once the data is written)
-//	P.w.<worker>.ack     owner → worker           ackMsg{task, off}: the owner holds the output up to off
-//	P.o.<node>.out       worker → owner           output bytes as the payload; headers Taskrt-Task,
-//	                                               Taskrt-Worker, Taskrt-Off (the bytes' offset)
+//	P.w.<worker>.ack     owner → worker           grant: task, owner epoch, acked (the owner holds the
+//	                                               output up to it), limit (send up to it), resend
+//	P.o.<node>.out       worker → owner           frame: task, worker, both epochs, from, off, flags
+//	                                               (ack now, held), then the output bytes as they are
 //	P.o.<node>.done      worker → owner           doneMsg{task, worker, status, detail, written, exit_code} → reply{}
 //
 // Placement: a worker subscribes to P.start in the queue group P-workers only while
@@ -38,14 +39,30 @@
 // with a kill.
 //
 // Output: the worker reads the command's output from its bash buffer (bounded
-// memory plus a capped spill file, as locally) and sends it in chunks of at most
-// 32 KiB, with at most 128 KiB unacknowledged per task — the flow control that
-// keeps a slow owner from being flooded. The owner appends what it did not hold
-// yet (a retransmission overlaps) and acknowledges; what the worker sent and did
-// not see acknowledged for 500 ms it sends again. Once the command's processes are
-// gone and every byte is acknowledged, the worker reports the outcome on
-// P.o.<node>.done until the owner answers; the owner settles the task with the
-// first outcome it gets (a repeat is answered and ignored).
+// memory plus a capped spill file, as locally) and sends it in frames of up to
+// 1 MiB (less if the server's max_payload is smaller). Credit decides how far:
+// the owner grants the worker its window (WithOutputWindow, 4 MiB) past what it
+// holds, and a worker's bytes sent and not acknowledged, over all its tasks, stay
+// within its budget (WithOutputBudget, 16 MiB), shared by the tasks that stream.
+// The owner appends what it did not hold yet (a retransmission overlaps) and
+// grants at once when a frame asks (the worker is about to run out of credit, or
+// waits to report the outcome), when a quarter window arrived, or after a frame
+// that follows a lost one (resend from acked); otherwise 5 ms later, batched.
+// What the worker sent and did not see acknowledged for 500 ms it sends again;
+// credit it did not see for as long it asks for with an empty frame. Bytes the
+// worker's buffer dropped are counted in the frame (off − from) and marked in the
+// owner's read. Once the command's processes are gone and every byte is
+// acknowledged, the worker reports the outcome on P.o.<node>.done until the owner
+// answers; the owner settles the task with the first outcome it gets (a repeat is
+// answered and ignored).
+//
+// Block mode (bash.Command.BlockOutput): both buffers block instead of dropping.
+// The owner grants no more than its buffer has room for, and grants again as it
+// reads; the worker's acknowledged bytes are its buffer's reads, so the command
+// blocks on its write once a read's worth is waiting there. A worker that has
+// output the grant does not let it send says so once per grant (a held frame),
+// and the owner's stream reports Full until a read makes room. A kill or a
+// disposal ends block mode on both sides, so the task ends within the grace.
 //
 // Kill: Cancel records the reason and a goroutine of the task sends the kill until
 // the worker answers (or the task settles); it never fails, so a kill during

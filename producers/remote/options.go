@@ -5,18 +5,33 @@ import (
 	"time"
 
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
 )
 
 // Defaults of the options.
 const (
 	DefaultMaxTasks     = 16              // a worker's slots (WithMaxTasks)
 	defaultStartTimeout = 5 * time.Second // how long a start waits for a worker's answer
-	// chunkSize is the most output bytes one outMsg carries, and window how many
-	// bytes a worker may have sent for one task and not had acknowledged: the flow
-	// control that keeps a slow owner node from being flooded (the worker's own
-	// bounded buffer absorbs the rest, as for a local task).
-	chunkSize = 32 << 10
-	window    = 4 * chunkSize
+	// DefaultOutputWindow is how far past what an owner node holds of a task's
+	// output it lets the worker send (WithOutputWindow): the bandwidth × round trip
+	// one task's output may use before it waits for the owner.
+	DefaultOutputWindow = 4 << 20
+	// DefaultOutputBudget is how many output bytes a worker has sent and not had
+	// acknowledged, over all its tasks (WithOutputBudget): what bounds the worker's
+	// memory for output in flight however many tasks stream at once.
+	DefaultOutputBudget = 16 << 20
+	// maxChunk is the most output bytes one frame carries, less when the NATS
+	// server takes smaller messages (its max_payload, 1 MiB by default): few large
+	// frames cost the NATS server and clients least per byte.
+	maxChunk = 1 << 20
+	// minFrame is the smallest frame a worker sends while more output waits and
+	// its budget is short, so that contention does not shred output into tiny
+	// frames.
+	minFrame = 16 << 10
+	// ackDelay is how long an owner node holds back a grant for output that
+	// neither filled a quarter window nor asked for one: small writes are
+	// acknowledged in batches, never later than this.
+	ackDelay = 5 * time.Millisecond
 )
 
 // config is what the options set; each option says whether it is for owner nodes
@@ -27,12 +42,16 @@ type config struct {
 	logger       *slog.Logger
 	startTimeout time.Duration
 	replicas     int
+	// owner nodes
+	window  int64
+	outOpts []output.Option
 	// worker
 	name     string
 	maxTasks int
 	dir      string
 	bashOpts []bash.Option
 	grace    time.Duration // 0: a quarter of the lease, at most bash.DefaultGrace
+	budget   int64
 }
 
 func defaultConfig() config {
@@ -43,6 +62,8 @@ func defaultConfig() config {
 		startTimeout: defaultStartTimeout,
 		replicas:     1,
 		maxTasks:     DefaultMaxTasks,
+		window:       DefaultOutputWindow,
+		budget:       DefaultOutputBudget,
 	}
 }
 
@@ -151,6 +172,38 @@ func WithGrace(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d > 0 {
 			c.grace = d
+		}
+	})
+}
+
+// WithOutputWindow sets how many bytes of a task's output past what an owner node
+// holds its worker may send before it waits for a grant (default
+// DefaultOutputWindow): the bandwidth times the round trip that one task's output
+// may use. The owner node holds up to this much per streaming task in flight.
+// Owner nodes.
+func WithOutputWindow(n int64) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.window = n
+		}
+	})
+}
+
+// WithOutput passes options to the output buffers an owner node keeps for its
+// remote tasks (how much stays in memory, the spill file, the largest read), as
+// bash.WithOutput does for local ones. Owner nodes.
+func WithOutput(opts ...output.Option) Option {
+	return optionFunc(func(c *config) { c.outOpts = append(c.outOpts, opts...) })
+}
+
+// WithOutputBudget sets how many output bytes a worker may have sent and not had
+// acknowledged, over all its tasks (default DefaultOutputBudget): streaming tasks
+// share it, so that however many stream at once the worker's memory for output in
+// flight stays bounded. Workers.
+func WithOutputBudget(n int64) Option {
+	return optionFunc(func(c *config) {
+		if n > 0 {
+			c.budget = n
 		}
 	})
 }

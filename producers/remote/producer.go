@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,6 +48,11 @@ type Producer struct {
 	wg    sync.WaitGroup // the lease and watch goroutines and every task's killer
 	subs  []*nats.Subscription
 
+	// Tests: lose drops frames as if lost on the way; dups counts the bytes of
+	// frames that arrived again (retransmissions) and were not taken twice.
+	lose atomic.Pointer[func(frame) bool]
+	dups atomic.Int64
+
 	mu     sync.Mutex // protects tasks, seq and closed
 	tasks  map[string]*rtask
 	seq    uint64
@@ -59,11 +65,17 @@ type rtask struct {
 	key    string
 	epoch  uint64 // the owner lease epoch it runs under
 	stdin  bash.Stdin
+	block  bool // bash.Command.BlockOutput
 	out    *output.Buffer
 	done   chan messages.Outcome // buffered; exactly one Outcome
 	ended  chan struct{}         // closed at settlement
 	ctx    context.Context       // ends at settlement: bounds input requests
 	endCtx context.CancelFunc
+
+	// held: the worker said that the command waits for credit at what this node
+	// holds now (block mode). Atomic: Full reads it from the buffer's growth
+	// callback, which runs under wmu when a frame is written.
+	held atomic.Bool
 
 	cancelOnce sync.Once
 	cancelled  chan struct{} // closed by the first Cancel
@@ -75,9 +87,16 @@ type rtask struct {
 	settled  bool
 	exitCode int
 
-	wmu       sync.Mutex // protects next and outClosed: output writes against settlement
+	wmu       sync.Mutex // protects the fields below: output writes against settlement, grants
 	next      int64      // the worker-side offset of the next output byte expected
 	outClosed bool
+	granted   int64       // the limit of the last grant: it never goes back
+	ackSent   int64       // the acknowledgement of the last grant
+	ackTimer  *time.Timer // sends a grant ackDelay after output that did not ask for one at once
+	ackArmed  bool        // ackTimer is set to fire
+	wworker   string      // the worker: where grants go
+	resentAt  int64       // next when a resend was last asked for (-1: never)
+	onGrow    func()      // the runtime's growth callback (rout.OnGrow): also told when the task becomes full
 }
 
 // New connects an owner node to the workers on nc: it makes sure the lease bucket
@@ -215,11 +234,12 @@ func (p *Producer) Start(c bash.Command) (messages.Hooks, error) {
 	if err != nil {
 		return messages.Hooks{}, err
 	}
+	out := rout{t.out, t}
 	h := messages.Hooks{
 		Cancel:     t.cancel,
 		Done:       t.done,
-		ReadOutput: t.out.Read,
-		Output:     t.out,
+		ReadOutput: out.Read,
+		Output:     out,
 		Release:    t.out.Release,
 	}
 	if c.Stdin != bash.StdinNone {
@@ -237,6 +257,10 @@ func (p *Producer) Run(ctx context.Context, c bash.Command, timeout time.Duratio
 	}
 	if c.Stdin != bash.StdinNone {
 		return bash.Result{}, fmt.Errorf("%w: a foreground command takes no input (stdin %s is for background commands)", bash.ErrInvalidCommand, c.Stdin)
+	}
+	if c.BlockOutput {
+		// Nobody reads a foreground command's output before it ends.
+		return bash.Result{}, fmt.Errorf("%w: BlockOutput is for background commands: a foreground run reads its output only at the end", bash.ErrInvalidCommand)
 	}
 	t, err := p.start(c)
 	if err != nil {
@@ -291,8 +315,12 @@ func (p *Producer) start(c bash.Command) (*rtask, error) {
 	}
 	p.seq++
 	key := p.node + "-" + strconv.FormatUint(p.seq, 10)
-	t := &rtask{p: p, key: key, epoch: epoch, stdin: c.Stdin, out: output.New(), done: make(chan messages.Outcome, 1),
-		ended: make(chan struct{}), cancelled: make(chan struct{}), exitCode: -1}
+	oopts := p.cfg.outOpts
+	if c.BlockOutput {
+		oopts = append(oopts[:len(oopts):len(oopts)], output.WithBlocking())
+	}
+	t := &rtask{p: p, key: key, epoch: epoch, stdin: c.Stdin, block: c.BlockOutput, out: output.New(oopts...), done: make(chan messages.Outcome, 1),
+		ended: make(chan struct{}), cancelled: make(chan struct{}), exitCode: -1, resentAt: -1}
 	t.ctx, t.endCtx = context.WithCancel(context.Background())
 	p.tasks[key] = t
 	p.mu.Unlock()
@@ -304,8 +332,11 @@ func (p *Producer) start(c bash.Command) (*rtask, error) {
 		t.out.Release()
 		return nil, err
 	}
+	t.wmu.Lock()
+	t.granted = t.limitLocked()
+	t.wmu.Unlock()
 	req := encode(startReq{Task: key, Owner: p.node, Epoch: epoch, Command: c.Command, Dir: c.Dir, Env: c.Env,
-		Stdin: c.Stdin.String(), Limits: c.Limits})
+		Stdin: c.Stdin.String(), Limits: c.Limits, Block: c.BlockOutput, Grant: t.granted})
 	var rep startReply
 	for attempt := 0; ; attempt++ {
 		msg, err := p.nc.Request(p.subj.start(), req, p.cfg.startTimeout)
@@ -337,6 +368,9 @@ func (p *Producer) start(c bash.Command) (*rtask, error) {
 	p.mu.Lock()
 	t.worker, t.wepoch = rep.Worker, rep.Epoch
 	p.mu.Unlock()
+	t.wmu.Lock()
+	t.wworker = rep.Worker
+	t.wmu.Unlock()
 	if p.watch.ended(workerKey(rep.Worker), rep.Epoch) {
 		t.settle(lostOutcome(rep.Worker)) // the worker's lease ended while it answered
 	}
@@ -360,7 +394,11 @@ func (t *rtask) settle(o messages.Outcome) bool {
 	p.mu.Unlock()
 	t.wmu.Lock()
 	t.outClosed = true
+	t.held.Store(false)
 	_ = t.out.Close()
+	if t.ackTimer != nil {
+		t.ackTimer.Stop()
+	}
 	t.wmu.Unlock()
 	close(t.ended)
 	t.endCtx()
@@ -369,9 +407,11 @@ func (t *rtask) settle(o messages.Outcome) bool {
 }
 
 // cancel is Hooks.Cancel: it records the reason and has the task's killer ask the
-// worker, retrying until it answers or the task settles (the worker lost, say).
-// It never blocks and never fails.
+// worker, retrying until it answers or the task settles (the worker lost, say),
+// and ends block mode here (the worker ends it there). It never blocks and never
+// fails.
 func (t *rtask) cancel(reason string) error {
+	t.unblock()
 	t.cancelOnce.Do(func() {
 		p := t.p
 		p.mu.Lock()
@@ -465,45 +505,6 @@ func (t *rtask) input(data []byte, eof bool) error {
 	return nil
 }
 
-// onOut takes output from a worker (P.o.<node>.out): it appends the new bytes,
-// skipping what it already holds (a retransmission), and acknowledges. Output of a
-// task this node does not know (a start it gave up on, a task that settled) is
-// acknowledged and answered with a kill, so that nothing runs unowned.
-func (p *Producer) onOut(msg *nats.Msg) {
-	m, err := parseOut(msg)
-	if err != nil || checkName("worker", m.Worker) != nil {
-		return
-	}
-	p.mu.Lock()
-	t := p.tasks[m.Task]
-	p.mu.Unlock()
-	end := m.Off + int64(len(m.Data))
-	if t == nil {
-		p.orphan(m.Worker, m.Task)
-		_ = p.nc.Publish(p.subj.ack(m.Worker), encode(ackMsg{Task: m.Task, Off: end}))
-		return
-	}
-	t.wmu.Lock()
-	if !t.outClosed && end > t.next {
-		if m.Off > t.next {
-			fmt.Fprintf(t.out, "\n[remote: %d bytes of output were not kept on the worker]\n", m.Off-t.next)
-		} else {
-			m.Data = m.Data[t.next-m.Off:]
-		}
-		_, _ = t.out.Write(m.Data)
-		t.next = end
-	}
-	next := t.next
-	t.wmu.Unlock()
-	_ = p.nc.Publish(p.subj.ack(m.Worker), encode(ackMsg{Task: m.Task, Off: next}))
-}
-
-// orphan asks a worker to kill a task this node does not know.
-func (p *Producer) orphan(worker, task string) {
-	epoch, _ := p.lease.current()
-	_ = p.nc.Publish(p.subj.kill(worker), encode(killReq{Task: task, Owner: p.node, Epoch: epoch, Reason: "unknown to its owner node"}))
-}
-
 // onDone takes a task's outcome (P.o.<node>.done) and acknowledges it, also when
 // the task has settled already (a repeat, or the worker was declared lost first:
 // the first outcome wins).
@@ -521,6 +522,9 @@ func (p *Producer) onDone(msg *nats.Msg) {
 	if t != nil {
 		t.wmu.Lock()
 		if missing := m.Written - t.next; missing > 0 && !t.outClosed {
+			if t.block {
+				t.out.Unblock() // this callback must never wait for a read
+			}
 			fmt.Fprintf(t.out, "\n[remote: %d bytes of output were not kept on the worker]\n", missing)
 			t.next = m.Written
 		}

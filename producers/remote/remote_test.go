@@ -59,8 +59,8 @@ func TestBackgroundCommandOnAWorker(t *testing.T) {
 		assert.ErrorIs(t, err, messages.ErrTaskEnded)
 	})
 
-	t.Run("output larger than the flow-control window arrives whole", func(t *testing.T) {
-		const n = 2_000_000 // about 15 windows
+	t.Run("output of many frames arrives whole", func(t *testing.T) {
+		const n = 2_000_000 // two frames at least, many when the worker's buffer grows in small writes
 		id := o.start(t, "", bash.Command{Command: `head -c 2000000 /dev/zero | tr '\0' a`})
 		s := o.settled(t, id, "")
 		assert.Equal(t, "exit code: 0", s.Detail)

@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"strconv"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/taskrt/taskrt/producers/bash"
 )
@@ -70,6 +67,12 @@ type startReq struct {
 	Env     []string    `json:"env,omitempty"`
 	Stdin   string      `json:"stdin,omitempty"`
 	Limits  bash.Limits `json:"limits"`
+	// Block asks for block mode (bash.Command.BlockOutput): the command waits
+	// for its output to be read instead of losing any.
+	Block bool `json:"block,omitempty"`
+	// Grant is the first credit grant: the worker may send the task's output up
+	// to this offset before a grant raises it (0: DefaultOutputWindow).
+	Grant int64 `json:"grant,omitempty"`
 }
 
 // startReply answers a startReq. Full means the worker had no free slot after all
@@ -105,47 +108,6 @@ type reply struct {
 	Unknown bool   `json:"unknown,omitempty"` // no such task (any more)
 	Ended   bool   `json:"ended,omitempty"`   // input: the command has exited
 	Closed  bool   `json:"closed,omitempty"`  // input: eof was sent before
-}
-
-// outMsg carries output bytes from a worker to the owner node (published on
-// P.o.<node>.out): Data is the output from offset Off on. On the wire the bytes
-// are the message's payload as they are, and the rest rides in headers
-// (Taskrt-Task, Taskrt-Worker, Taskrt-Off), so that output costs no encoding.
-type outMsg struct {
-	Task   string
-	Worker string
-	Off    int64
-	Data   []byte
-}
-
-const (
-	hdrTask   = "Taskrt-Task"
-	hdrWorker = "Taskrt-Worker"
-	hdrOff    = "Taskrt-Off"
-)
-
-func (m outMsg) msg(subject string) *nats.Msg {
-	msg := nats.NewMsg(subject)
-	msg.Header.Set(hdrTask, m.Task)
-	msg.Header.Set(hdrWorker, m.Worker)
-	msg.Header.Set(hdrOff, strconv.FormatInt(m.Off, 10))
-	msg.Data = m.Data
-	return msg
-}
-
-func parseOut(msg *nats.Msg) (outMsg, error) {
-	off, err := strconv.ParseInt(msg.Header.Get(hdrOff), 10, 64)
-	if err != nil || off < 0 {
-		return outMsg{}, fmt.Errorf("remote: malformed output message (offset %q)", msg.Header.Get(hdrOff))
-	}
-	return outMsg{Task: msg.Header.Get(hdrTask), Worker: msg.Header.Get(hdrWorker), Off: off, Data: msg.Data}, nil
-}
-
-// ackMsg tells a worker how much of a task's output the owner node holds
-// (published on P.w.<worker>.ack): the flow-control credit.
-type ackMsg struct {
-	Task string `json:"task"`
-	Off  int64  `json:"off"`
 }
 
 // doneMsg reports a task's outcome, once its processes are gone and every output

@@ -22,11 +22,6 @@ import (
 // WorkerEnv is the environment variable that tells a command which worker runs it.
 const WorkerEnv = "TASKRT_WORKER"
 
-// retransmit is how long a worker waits for an acknowledgement of sent output
-// before it sends it again (output lost on a reconnect); the owner node drops
-// what it already holds.
-const retransmit = 500 * time.Millisecond
-
 // Worker runs the commands that owner nodes place on it, with a bash producer of
 // its own (cgroup containment, limits, stdin modes as for local tasks). Create it
 // with NewWorker; Close it to kill its commands and end its lease.
@@ -43,6 +38,12 @@ type Worker struct {
 	stop  context.CancelFunc // ends the lease, the watch and pending reports
 	wg    sync.WaitGroup     // every goroutine of the worker
 	subs  []*nats.Subscription
+	out   *budget // output in flight, over every task
+	chunk int64   // the most output bytes in a frame
+	// Tests: loseGrant drops grants as if lost on the way; goBacks counts the
+	// times a task sent its output again from what its owner holds.
+	loseGrant atomic.Pointer[func(grant) bool]
+	goBacks   atomic.Int64
 
 	mu       sync.Mutex // protects tasks, running, idle, startSub, closing, started and order
 	tasks    map[string]*wtask
@@ -64,14 +65,16 @@ type wtask struct {
 	epoch  uint64 // the owner node's lease epoch
 	wepoch uint64 // this worker's lease epoch when the task started
 	h      messages.Hooks
-	wake   chan struct{} // 1-buffered: output grew, or an acknowledgement came
+	wake   chan struct{} // 1-buffered: output grew, a grant came, or budget was freed
 	exited chan struct{} // closed once Done delivered (the processes are gone)
 	inputs chan inputJob // StdinPipe, StdinTTY: input in arrival order
 	gone   chan struct{} // closed when the owner node's lease ended: report nothing
 	once   sync.Once     // closes gone
-	ackMu  sync.Mutex    // protects acked and ackAt
-	acked  int64         // output bytes the owner node holds
-	ackAt  time.Time     // when acked last moved
+	flow   flow          // what was sent, acknowledged and granted
+	head   []byte        // the task's frame header (frameHead)
+	osubj  string        // where its frames go: P.o.<owner>.out
+	rd     *outReader    // reads the output for frames; the stream goroutine's
+	blk    blockOutput   // the output in block mode; nil otherwise
 	fin    chan struct{} // closed when the task is gone from the worker
 	// fenced is set by the worker's self-fence before it kills the command: the
 	// outcome it then reports is "worker lost", as the owner would settle it on the
@@ -122,6 +125,8 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 	w := &Worker{nc: nc, cfg: cfg, subj: subjects{cfg.prefix}, name: cfg.name, dir: dir,
 		bash: bash.New(bopts...), tasks: map[string]*wtask{}, idle: make(chan struct{})}
 	close(w.idle)
+	w.chunk = min(maxChunk, nc.MaxPayload()-maxFrameHeader)
+	w.out = newBudget(cfg.budget, w.chunk)
 	log := cfg.logger.With("worker", w.name)
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop, w.ctx = cancel, ctx
@@ -289,7 +294,7 @@ func (w *Worker) offerSlotLocked() error {
 func (w *Worker) onStart(msg *nats.Msg) {
 	var r startReq
 	answer := func(rep startReply) { _ = msg.Respond(encode(rep)) }
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
+	if err := json.Unmarshal(msg.Data, &r); err != nil || checkName("owner node", r.Owner) != nil {
 		answer(startReply{Err: "remote: malformed start request"})
 		return
 	}
@@ -314,6 +319,10 @@ func (w *Worker) onStart(msg *nats.Msg) {
 		answer(startReply{Err: err.Error()})
 		return
 	}
+	if err := checkName("task key", r.Task); err != nil { // it names the task in the output's subjects
+		answer(startReply{Err: err.Error()})
+		return
+	}
 	stdin, err := bash.ParseStdin(r.Stdin)
 	if err != nil {
 		answer(startReply{Err: err.Error()})
@@ -327,13 +336,18 @@ func (w *Worker) onStart(msg *nats.Msg) {
 		}
 	}
 	env := append(append([]string(nil), r.Env...), WorkerEnv+"="+w.name)
-	h, err := w.bash.Start(bash.Command{Command: r.Command, Dir: dir, Env: env, Stdin: stdin, Limits: r.Limits})
+	h, err := w.bash.Start(bash.Command{Command: r.Command, Dir: dir, Env: env, Stdin: stdin, Limits: r.Limits, BlockOutput: r.Block})
 	if err != nil {
 		answer(startReply{Err: err.Error()})
 		return
 	}
 	t := &wtask{w: w, key: r.Task, owner: r.Owner, epoch: r.Epoch, wepoch: epoch, h: h, wake: make(chan struct{}, 1),
-		exited: make(chan struct{}), gone: make(chan struct{}), fin: make(chan struct{})}
+		exited: make(chan struct{}), gone: make(chan struct{}), fin: make(chan struct{}),
+		head: frameHead(r.Task, w.name, epoch, r.Epoch), osubj: w.subj.out(r.Owner), rd: newOutReader(h.Output)}
+	if b, ok := h.Output.(blockOutput); ok && r.Block {
+		t.blk = b
+	}
+	t.flow.start(r.Grant)
 	if h.Input != nil {
 		t.inputs = make(chan inputJob, 4)
 	}
@@ -446,26 +460,6 @@ func (w *Worker) onInput(msg *nats.Msg) {
 	}
 }
 
-// onAck takes the owner node's acknowledgement of output (flow control).
-func (w *Worker) onAck(msg *nats.Msg) {
-	var a ackMsg
-	if err := json.Unmarshal(msg.Data, &a); err != nil {
-		return
-	}
-	w.mu.Lock()
-	t := w.tasks[a.Task]
-	w.mu.Unlock()
-	if t == nil {
-		return
-	}
-	t.ackMu.Lock()
-	if a.Off > t.acked {
-		t.acked, t.ackAt = a.Off, time.Now()
-	}
-	t.ackMu.Unlock()
-	t.poke()
-}
-
 // leaseGone is the watcher's report of an ended lease. An owner node's: kill every
 // command it placed here under that epoch (or an older one), and report nothing to
 // it.
@@ -530,13 +524,6 @@ func (w *Worker) freeSlot() {
 	}
 }
 
-func (t *wtask) poke() {
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
-}
-
 func (t *wtask) ownerGone() {
 	t.once.Do(func() {
 		close(t.gone)
@@ -544,126 +531,7 @@ func (t *wtask) ownerGone() {
 	})
 }
 
-func (t *wtask) ackState() (int64, time.Time) {
-	t.ackMu.Lock()
-	defer t.ackMu.Unlock()
-	return t.acked, t.ackAt
-}
-
 func (t *wtask) finished() <-chan struct{} { return t.fin }
-
-// stream is the task's goroutine: it sends output inside the window, sends again
-// what was not acknowledged in time, takes the outcome, and once every byte is
-// acknowledged reports the outcome (retrying until the owner node answers, its
-// lease ends, or the worker closes); then it releases the task and its slot.
-func (t *wtask) stream() {
-	w := t.w
-	defer func() {
-		if t.h.Release != nil {
-			t.h.Release()
-		}
-		w.mu.Lock()
-		delete(w.tasks, t.key)
-		if len(w.tasks) == 0 {
-			close(w.idle)
-		}
-		w.mu.Unlock()
-		close(t.fin)
-	}()
-	tick := time.NewTicker(retransmit / 2)
-	defer tick.Stop()
-	var (
-		sent      int64
-		lastSend  time.Time
-		outcome   *messages.Outcome
-		done      = t.h.Done
-		gone      = t.gone
-		ownerGone bool
-		closing   = w.ctx.Done()
-	)
-	for {
-		acked, ackAt := t.ackState()
-		for !ownerGone && sent-acked < window {
-			data, next, _ := t.h.Output.Peek(sent, chunkSize)
-			if len(data) == 0 {
-				sent = max(sent, next)
-				break
-			}
-			_ = w.nc.PublishMsg(outMsg{Task: t.key, Worker: w.name, Off: next - int64(len(data)), Data: data}.msg(w.subj.out(t.owner)))
-			sent, lastSend = next, time.Now()
-		}
-		if outcome != nil && (ownerGone || acked >= t.h.Output.Written()) {
-			break
-		}
-		select {
-		case <-t.wake:
-		case o, ok := <-done:
-			if !ok {
-				o = messages.Outcome{Status: messages.Failed, Detail: "bash producer closed Done without an outcome"}
-			}
-			if t.fenced.Load() {
-				o = lostOutcome(w.name)
-			}
-			outcome, done = &o, nil
-			close(t.exited)
-			w.exits.Done()
-			w.freeSlot() // before the outcome is reported: a start that follows it finds the slot
-		case <-tick.C:
-			if outcome != nil && t.abandoned() {
-				return // nobody will take the rest: the owner treats this worker as lost
-			}
-			if acked < sent && time.Since(ackAt) > retransmit && time.Since(lastSend) > retransmit {
-				sent = acked // lost on the way (a reconnect): send it again
-			}
-		case <-gone:
-			ownerGone, gone = true, nil // the kill is under way: wait for Done, report nothing
-		case <-closing:
-			closing = nil
-			if outcome != nil {
-				return // the worker is closing: no more waiting for acknowledgements
-			}
-		}
-	}
-	if !ownerGone {
-		t.reportDone(*outcome)
-	}
-}
-
-// abandoned reports whether the task's owner node can no longer hear from this
-// worker about it: the connection is closed for good, or the worker's lease of
-// the task's start has ended (its owner treats the task as lost).
-func (t *wtask) abandoned() bool {
-	if t.w.nc.IsClosed() {
-		return true
-	}
-	cur, err := t.w.lease.current()
-	return err != nil || cur != t.wepoch
-}
-
-// reportDone sends the outcome until the owner node acknowledges it, its lease
-// ends or the worker closes.
-func (t *wtask) reportDone(o messages.Outcome) {
-	w := t.w
-	m := encode(doneMsg{Task: t.key, Worker: w.name, Status: string(o.Status), Detail: o.Detail,
-		Written: t.h.Output.Written(), ExitCode: exitCode(o)})
-	for {
-		ctx, cancel := context.WithTimeout(w.ctx, 2*retransmit)
-		_, err := w.nc.RequestWithContext(ctx, w.subj.done(t.owner), m)
-		cancel()
-		if err == nil || t.abandoned() {
-			return
-		}
-		timer := time.NewTimer(retransmit)
-		select {
-		case <-t.gone:
-		case <-w.ctx.Done():
-		case <-timer.C:
-			continue
-		}
-		timer.Stop()
-		return
-	}
-}
 
 // inputLoop writes the task's input in arrival order until the command exits.
 func (t *wtask) inputLoop() {
