@@ -92,7 +92,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		key := rand.Text()
 		r = r.Clone(r.Context())
 		r.Header.Set(callHeader, key)
-		sessionlessBody := h.carryBody(r)
+		body, sessionlessBody := h.carryBody(r)
 		h.mu.Lock()
 		h.posts[key] = r.Context()
 		h.mu.Unlock()
@@ -102,6 +102,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.mu.Unlock()
 		}()
 		if sessionlessBody && r.Header.Get(sessionHeader) == "" {
+			if h.s.cfg.placement != nil && h.route(w, r, body) {
+				return // its scope's home answered (cluster.go)
+			}
 			h.stateless.ServeHTTP(w, r) // a sessionless request: no session to find
 			return
 		}
@@ -124,18 +127,19 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // carryBody carries task params past the SDK's decoder (see carry.go). A body
 // over the size cap, or one that cannot be read, goes on as it came, for the SDK
-// to refuse. It reports whether the body names the sessionless revision.
-func (h *httpHandler) carryBody(r *http.Request) bool {
+// to refuse. It returns the body as it came and whether it names the sessionless
+// revision.
+func (h *httpHandler) carryBody(r *http.Request) ([]byte, bool) {
 	limit := h.s.cfg.maxRequestBytes
 	buf, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil || int64(len(buf)) > limit {
 		r.Body = readCloser{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
-		return false
+		return nil, false
 	}
 	out := carry(buf, streamHTTP)
 	r.Body = readCloser{bytes.NewReader(out), r.Body}
 	r.ContentLength = int64(len(out))
-	return namesSessionless(buf)
+	return buf, namesSessionless(buf)
 }
 
 type readCloser struct {

@@ -7,6 +7,7 @@ import (
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/tools"
+	"github.com/taskrt/taskrt/tools/mcpserver/placement"
 )
 
 // Defaults of the options.
@@ -43,6 +44,7 @@ type config struct {
 	noSessionless   bool          // serve only the revisions with sessions
 	logger          *slog.Logger
 	runner          tools.BashRunner // nil: a local bash producer
+	placement       *placement.Placement
 }
 
 func defaultConfig() config {
@@ -168,4 +170,15 @@ func WithBashOptions(opts ...bash.Option) Option {
 // (tools.WithLimits), timeouts.
 func WithBashToolOptions(opts ...tools.BashOption) Option {
 	return optionFunc(func(c *config) { c.toolOpts = append(c.toolOpts, opts...) })
+}
+
+// WithPlacement makes the Server one frontend of several that serve the same
+// sessionless scopes (cluster.go, package placement): a scope it mints is
+// registered with p; a sessionless HTTP request naming a scope homed on another
+// live frontend is forwarded there and answered with the home's answer; one
+// naming a scope whose home was lost is answered so. New makes p serve the
+// requests forwarded to this Server. Close p after the Server. nil keeps the
+// default: one server, nothing of this loaded.
+func WithPlacement(p *placement.Placement) Option {
+	return optionFunc(func(c *config) { c.placement = p })
 }

@@ -47,6 +47,7 @@ type owner struct {
 
 	handle    string // a scope's handle (crypto/rand.Text); "" otherwise
 	principal string // the authenticated principal a scope is bound to
+	homeEpoch uint64 // with a placement: the frontend's lease epoch the scope was registered under
 
 	mu       sync.Mutex // protects the fields below
 	pending  []notice
@@ -298,6 +299,7 @@ func (s *Server) end(o *owner, cause error) {
 	}
 	o.cancel(cause)
 	s.forget(o)
+	s.unplace(o, cause)
 	if err := s.rt.Agents().Dispose(context.Background(), o.agent); err != nil && !errors.Is(err, messages.ErrClosed) {
 		s.log.Warn("disposing an owner", "owner", o.agent, "err", err)
 	}

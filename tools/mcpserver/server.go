@@ -156,6 +156,10 @@ func New(opts ...Option) (*Server, error) {
 	for _, t := range s.tools {
 		s.mcp.AddTool(&mcp.Tool{Name: t.Name(), Description: t.Description(), InputSchema: t.Schema()}, s.toolHandler)
 	}
+	if err := s.joinPlacement(); err != nil {
+		_ = s.Close(context.Background())
+		return nil, err
+	}
 	return s, nil
 }
 

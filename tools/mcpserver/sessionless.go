@@ -100,6 +100,10 @@ func (s *Server) mintScope(ctx context.Context, principal string) (*owner, error
 	if err := s.register(ctx, o); err != nil {
 		return nil, err
 	}
+	if err := s.place(ctx, o); err != nil {
+		s.end(o, err)
+		return nil, err
+	}
 	s.mu.Lock()
 	if s.phase != open {
 		s.mu.Unlock()

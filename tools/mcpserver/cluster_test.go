@@ -1,0 +1,306 @@
+//go:build linux
+
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/nats-io/nats.go"
+
+	"github.com/taskrt/taskrt/producers/remote"
+	"github.com/taskrt/taskrt/tools/mcpserver"
+	"github.com/taskrt/taskrt/tools/mcpserver/placement"
+)
+
+// clusterLease is the frontends' lease in these tests.
+const clusterLease = 2 * time.Second
+
+// frontend is one in-process frontend: a Server with its own runtime, NATS
+// connection and placement, served over HTTP.
+type frontend struct {
+	srv *mcpserver.Server
+	p   *placement.Placement
+	nc  *nats.Conn
+	hs  *httptest.Server
+}
+
+// natsServer starts an embedded NATS server with JetStream for the test.
+func natsServer(t testing.TB) *remote.Server {
+	t.Helper()
+	ns, err := remote.StartServer(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Close)
+	return ns
+}
+
+// newFrontend starts a frontend on ns, its HTTP handler wrapped by wrap (nil:
+// none). The test's end closes the Server, then the placement, then the
+// connection.
+func newFrontend(t testing.TB, ns *remote.Server, id string, wrap func(http.Handler) http.Handler, opts ...mcpserver.Option) *frontend {
+	t.Helper()
+	nc, err := remote.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	p, err := placement.New(nc, placement.WithID(id), placement.WithLease(clusterLease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(bg) })
+	srv := newServer(t, append([]mcpserver.Option{mcpserver.WithPlacement(p)}, opts...)...)
+	var h http.Handler = srv.HTTPHandler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Path, h)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return &frontend{srv: srv, p: p, nc: nc, hs: hs}
+}
+
+// sessionlessAt is a sessionless client of the frontend at hs, with token (""
+// for none).
+func sessionlessAt(t *testing.T, hs *httptest.Server, token string) *rpc {
+	return &rpc{t: t, http: newRaw(t, hs, token), sessionless: mcpserver.SessionlessVersion}
+}
+
+// roundRobin hands out its clients in turn.
+type roundRobin struct {
+	cs []*rpc
+	n  int
+}
+
+func (r *roundRobin) next() *rpc {
+	c := r.cs[r.n%len(r.cs)]
+	r.n++
+	return c
+}
+
+// playScope runs one scope's life through the clients in turn — start, read,
+// list, wait, a notice, kill, close — and returns every answer's text, the scope
+// handle replaced by <scope>.
+func playScope(t *testing.T, rr *roundRobin, mark string) []string {
+	t.Helper()
+	var out []string
+	var scope string
+	note := func(r scoped) scoped {
+		text := strings.Join(r.texts, "\n")
+		if scope != "" {
+			text = strings.ReplaceAll(text, scope, "<scope>")
+		}
+		text = strings.ReplaceAll(text, mark, "<mark>")
+		out = append(out, fmt.Sprintf("%v %s", r.isError, text))
+		return r
+	}
+	id, scope := rr.next().startScoped(marked(mark, "echo hello; sleep 600"), "")
+	out = append(out, "started "+id)
+	note(rr.next().scopedTool("task_output", map[string]any{"task_id": id, "scope": scope, "wait": true, "until": "hello", "timeout_ms": 30000}))
+	note(rr.next().scopedTool("task_list", map[string]any{"scope": scope}))
+	note(rr.next().scopedTool("bash", map[string]any{"command": "echo second", "run_in_background": true, "scope": scope}))
+	note(rr.next().scopedTool("task_wait", map[string]any{"task_ids": []string{"bash-2"}, "scope": scope, "timeout_ms": 30000}))
+	note(rr.next().scopedTool("task_output", map[string]any{"task_id": "bash-2", "scope": scope}))
+	// A task that ends unread: its notice rides on a later result naming the
+	// scope, whichever frontend the call reached.
+	note(rr.next().scopedTool("bash", map[string]any{"command": "exit 3", "run_in_background": true, "scope": scope}))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r := rr.next().scopedTool("task_list", map[string]any{"scope": scope})
+		if len(r.texts) > 1 {
+			note(r)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no notice of bash-3 within a minute: %q", r.texts)
+		}
+	}
+	note(rr.next().scopedTool("task_kill", map[string]any{"task_id": id, "scope": scope}))
+	note(rr.next().scopedTool("task_wait", map[string]any{"task_ids": []string{id}, "scope": scope, "timeout_ms": 30000}))
+	note(rr.next().scopedTool("task_output", map[string]any{"task_id": id, "scope": scope}))
+	note(rr.next().scopedTool("task_list", map[string]any{"scope": scope}))
+	note(rr.next().scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": scope}))
+	note(rr.next().scopedTool("task_list", map[string]any{"scope": scope}))
+	note(rr.next().scopedTool("task_output", map[string]any{"task_id": id, "scope": scope}))
+	return out
+}
+
+// TestClusterServesAScopeFromEveryFrontend: a scope minted on frontend A, its
+// calls sent in turn to A, B and C, gets the answers that one server alone
+// gives, word for word.
+func TestClusterServesAScopeFromEveryFrontend(t *testing.T) {
+	alone := newServer(t)
+	mux := http.NewServeMux()
+	mux.Handle(mcpserver.Path, alone.HTTPHandler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	mark := newMark(t)
+	want := playScope(t, &roundRobin{cs: []*rpc{sessionlessAt(t, hs, "")}}, mark)
+	assertNoMarked(t, mark)
+
+	ns := natsServer(t)
+	fa, fb, fc := newFrontend(t, ns, "fe-a", nil), newFrontend(t, ns, "fe-b", nil), newFrontend(t, ns, "fe-c", nil)
+	rr := &roundRobin{cs: []*rpc{sessionlessAt(t, fa.hs, ""), sessionlessAt(t, fb.hs, ""), sessionlessAt(t, fc.hs, "")}}
+	mark = newMark(t)
+	got := playScope(t, rr, mark)
+	assertNoMarked(t, mark)
+	if !slices.Equal(got, want) {
+		t.Errorf("round robin over three frontends:\n%s\nwant (one server):\n%s", strings.Join(got, "\n--\n"), strings.Join(want, "\n--\n"))
+	}
+	for _, f := range []*frontend{fb, fc} {
+		if st := f.srv.Runtime().Stats(); st.Agents != 0 {
+			t.Errorf("a frontend that only forwarded holds agents: %+v", st)
+		}
+	}
+}
+
+// TestClusterRefusesAForeignScopeAlike: another principal's scope, and a scope
+// nobody minted, read the same on every frontend as on the home; the owner's
+// own calls reach it from every frontend.
+func TestClusterRefusesAForeignScopeAlike(t *testing.T) {
+	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		if token != "alice" && token != "bob" {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: token, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	wrap := auth.RequireBearerToken(verify, nil)
+	ns := natsServer(t)
+	fs := []*frontend{newFrontend(t, ns, "fe-a", wrap), newFrontend(t, ns, "fe-b", wrap), newFrontend(t, ns, "fe-c", wrap)}
+	mark := newMark(t)
+	id, scope := sessionlessAt(t, fs[0].hs, "alice").startScoped(marked(mark, "sleep 600"), "")
+	awaitMarked(t, mark, 1)
+	home := sessionlessAt(t, fs[0].hs, "bob")
+	unknown := home.scopedTool("task_output", map[string]any{"task_id": id, "scope": "AAAAAAAAAAAAAAAAAAAAAAAAAA"})
+	foreign := home.scopedTool("task_output", map[string]any{"task_id": id, "scope": scope})
+	if !slices.Equal(foreign.texts, unknown.texts) {
+		t.Fatalf("bob with alice's scope on the home = %q, want %q", foreign.texts, unknown.texts)
+	}
+	closeRefused := home.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": scope})
+	carried := home.scopedTool("task_output", map[string]any{"task_id": id + "." + scope})
+	if !carried.isError || !strings.HasPrefix(carried.texts[0], "task not found: ") {
+		t.Fatalf("bob with alice's scope in the task id on the home = %q", carried.texts)
+	}
+	for i, f := range fs {
+		bob, alice := sessionlessAt(t, f.hs, "bob"), sessionlessAt(t, f.hs, "alice")
+		if got := bob.scopedTool("task_output", map[string]any{"task_id": id, "scope": scope}); !slices.Equal(got.texts, unknown.texts) {
+			t.Errorf("frontend %d: bob's task_output = %q, want %q", i, got.texts, unknown.texts)
+		}
+		if got := bob.scopedTool("task_output", map[string]any{"task_id": id + "." + scope}); !slices.Equal(got.texts, carried.texts) {
+			t.Errorf("frontend %d: bob's task_output by the carried id = %q, want %q", i, got.texts, carried.texts)
+		}
+		if got := bob.scopedTool("task_list", map[string]any{"scope": scope}); !slices.Equal(got.texts, []string{"(no background tasks)"}) {
+			t.Errorf("frontend %d: bob lists %q", i, got.texts)
+		}
+		if got := bob.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": scope}); !slices.Equal(got.texts, closeRefused.texts) || !got.isError {
+			t.Errorf("frontend %d: bob's scope_close = %q, want %q", i, got.texts, closeRefused.texts)
+		}
+		if got := bob.scopedTool("bash", map[string]any{"command": "true", "run_in_background": true, "scope": scope}); !got.isError || !strings.HasPrefix(got.texts[0], "scope not found: ") {
+			t.Errorf("frontend %d: bob started in alice's scope: %q", i, got.texts)
+		}
+		if got := alice.scopedTool("task_list", map[string]any{"scope": scope}); !slices.Equal(got.texts, []string{id + " [bash] running — " + marked(mark, "sleep 600")}) {
+			t.Errorf("frontend %d: alice lists %q", i, got.texts)
+		}
+	}
+	sessionlessAt(t, fs[2].hs, "alice").scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": scope})
+	assertNoMarked(t, mark)
+}
+
+// TestClusterForwardedCallEndsAtItsDeadline: a call forwarded with a deadline
+// (here a frontend whose requests carry 300 ms) that the home cannot meet is
+// answered with the deadline error when it passes; nothing is left running on
+// either side, and the next call is served.
+func TestClusterForwardedCallEndsAtItsDeadline(t *testing.T) {
+	ns := natsServer(t)
+	short := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), 300*time.Millisecond)
+			defer cancel()
+			h.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+	fa, fb := newFrontend(t, ns, "fe-a", nil), newFrontend(t, ns, "fe-b", short)
+	mark := newMark(t)
+	id, scope := sessionlessAt(t, fa.hs, "").startScoped(marked(mark, "sleep 600"), "")
+	b := sessionlessAt(t, fb.hs, "")
+	began := time.Now()
+	r := b.call("tools/call", fmt.Sprintf(`{"name":"task_output","arguments":{"task_id":%q,"scope":%q,"wait":true,"timeout_ms":60000}}`, id, scope))
+	took := time.Since(began)
+	if r.Error == nil || !strings.Contains(r.Error.Message, "deadline") || !strings.Contains(r.Error.Message, "fe-a") {
+		t.Fatalf("a forwarded call past its deadline = %s, want the deadline error naming the home", r.raw)
+	}
+	if took > 20*time.Second {
+		t.Errorf("the deadline error came after %s (the call's deadline was 300ms, its wait 60s)", took)
+	}
+	// The next call (quick) is served through the same frontend.
+	if got := b.scopedTool("task_list", map[string]any{"scope": scope}); !slices.Equal(got.texts, []string{id + " [bash] running — " + marked(mark, "sleep 600")}) {
+		t.Errorf("after the deadline, task_list = %q", got.texts)
+	}
+	sessionlessAt(t, fa.hs, "").scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": scope})
+	assertNoMarked(t, mark)
+}
+
+// TestClusterLostHomeIsSaid: when a home frontend is cut off from NATS (its
+// lease lapses), a survivor answers a call for its scope with the lost error —
+// never a new, empty scope — and so does every frontend after it.
+func TestClusterLostHomeIsSaid(t *testing.T) {
+	ns := natsServer(t)
+	fa, fb, fc := newFrontend(t, ns, "fe-a", nil), newFrontend(t, ns, "fe-b", nil), newFrontend(t, ns, "fe-c", nil)
+	mark := newMark(t)
+	id, scope := sessionlessAt(t, fa.hs, "").startScoped(marked(mark, "sleep 600"), "")
+	fa.nc.Close() // A is cut off: it fences itself at half its lease, and its lease lapses
+	b, c := sessionlessAt(t, fb.hs, ""), sessionlessAt(t, fc.hs, "")
+	cut := time.Now()
+	var got toolResult
+	for {
+		// Until A's lease lapses, A is its home and unreachable: a JSON-RPC error.
+		r := b.call("tools/call", fmt.Sprintf(`{"name":"task_output","arguments":{"task_id":%q,"scope":%q}}`, id, scope))
+		if r.Error == nil {
+			if err := json.Unmarshal(r.Result, &got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r.Error == nil && len(got.Content) > 0 && strings.HasPrefix(got.Content[0].Text, "scope lost: ") {
+			break
+		}
+		if r.Error != nil && !strings.Contains(r.Error.Message, "unreachable") {
+			t.Fatalf("before the lapse: %s, want the home unreachable", r.raw)
+		}
+		if time.Since(cut) > time.Minute {
+			t.Fatalf("no lost error within a minute: %s", r.raw)
+		}
+	}
+	if took := time.Since(cut); took > clusterLease+2*time.Second {
+		t.Errorf("the lost error came %s after the cut, want within the lease + 2s", took)
+	}
+	if !got.IsError || !strings.Contains(got.Content[0].Text, "fe-a") {
+		t.Errorf("lost answer = %+v", got)
+	}
+	for _, cl := range []*rpc{b, c} {
+		if r := cl.scopedTool("task_list", map[string]any{"scope": scope}); !r.isError || !strings.HasPrefix(r.texts[0], "scope lost: ") {
+			t.Errorf("task_list of the lost scope = %q, want the lost error", r.texts)
+		}
+		if r := cl.scopedTool("bash", map[string]any{"command": "true", "run_in_background": true, "scope": scope}); !r.isError || !strings.HasPrefix(r.texts[0], "scope lost: ") {
+			t.Errorf("a start in the lost scope = %q, want the lost error", r.texts)
+		}
+	}
+	// A, fenced, has ended the scope itself (its local commands are killed).
+	awaitGoneMarked(t, mark)
+}
+
+// awaitGoneMarked polls until no process carries mark.
+func awaitGoneMarked(t *testing.T, mark string) {
+	t.Helper()
+	pollProcs(t, func() bool { return len(markedPIDs(mark)) == 0 }, "processes marked %s to be gone", mark)
+}
