@@ -56,7 +56,9 @@ func (t *task) followOutput() {
 		t.rt.log.Error("taskrt: Output.OnGrow panicked", "task", t.snap.ID, "err", err)
 		return
 	}
-	// Output written between Run and now raised no callback: account for it.
+	// Output written between Run and now raised no callback: account for it, and
+	// for a writer in block mode that filled the output and waits already.
+	_ = contain.Call("output", func() error { tellFull(rt, self, full); return nil })
 	if n, err := contain.Value("output", func() (int64, error) { return out.Written(), nil }); err == nil && n > 0 {
 		if rt.nSubscribers.Load() > 0 && grew.CompareAndSwap(false, true) {
 			tellTask(rt.system.Root, self, &outputGrew{})
