@@ -18,12 +18,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/remote"
 	"github.com/taskrt/taskrt/tools"
 	"github.com/taskrt/taskrt/tools/mcpserver"
+	"github.com/taskrt/taskrt/tools/mcpserver/placement"
 )
 
 // tokenEnv is the environment variable that can carry the bearer token.
@@ -95,7 +97,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.startKeys, "start-keys", false, "offer bash's key parameter: a retried background start with the same key returns the task already started")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	fs.StringVar(&o.natsURL, "nats", "", "run every bash command on a taskrt-worker reached through the NATS server at `URL` (see docs/remote.md)")
-	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing")
+	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing, and (with -http) the other frontends read its scopes as lost")
 	fs.BoolVar(&o.sessionless, "sessionless", true, "serve the sessionless revision 2026-07-28 (on stdio the connection owns the tasks, over HTTP scopes do); false: sessions only, a 2026-07-28 client falls back to a session")
 	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
 		o.sandbox.Mode, err = bash.ParseSandboxMode(v)
@@ -204,15 +206,19 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
 	}
 	if o.natsURL != "" {
-		p, closeRemote, err := remoteRunner(o, logger)
+		node, err := joinCluster(o, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "taskrt-mcp: %v\n", err)
 			return 1
 		}
-		defer closeRemote()
+		defer node.close()
 		// The workers run the commands: the limits go with each command.
 		toolOpts = append(toolOpts, tools.WithLimits(o.limits))
-		opts = append(opts, mcpserver.WithBashRunner(p))
+		opts = append(opts, mcpserver.WithBashRunner(node.producer))
+		if node.placement != nil {
+			opts = append(opts, mcpserver.WithPlacement(node.placement))
+			fmt.Fprintf(stderr, "taskrt-mcp: frontend %s: serves every live sessionless scope of the cluster on %s\n", node.placement.ID(), o.natsURL)
+		}
 	} else {
 		opts = append(opts, mcpserver.WithBashOptions(bash.WithGrace(o.killGrace), bash.WithSandbox(o.sandbox),
 			bash.WithMaxProcesses(o.limits.Processes), bash.WithMemoryLimit(o.limits.Memory), bash.WithCPULimit(o.limits.CPU)))
@@ -334,22 +340,50 @@ func goErr(f func() error) <-chan error {
 	return ch
 }
 
-// remoteRunner connects this process as an owner node (-nats): every bash command
-// then runs on a worker. The returned func ends the node after the server closed.
-func remoteRunner(o options, logger *slog.Logger) (*remote.Producer, func(), error) {
+// clusterNode is this process's part in a cluster (-nats): an owner node whose
+// bash commands run on workers and, serving HTTP, a frontend of the sessionless
+// scopes (package placement).
+type clusterNode struct {
+	nc        *nats.Conn
+	producer  *remote.Producer
+	placement *placement.Placement // nil on stdio
+}
+
+// joinCluster connects this process as an owner node (-nats): every bash command
+// then runs on a worker. Serving HTTP, it is also a frontend: each sessionless
+// scope it mints is homed here, and a request for a scope homed on another
+// frontend is forwarded there (docs/scopes-cluster.md). Its id is the host name
+// and 8 random characters (placement.DefaultID), new at every start.
+func joinCluster(o options, logger *slog.Logger) (*clusterNode, error) {
 	nc, err := remote.Connect(o.natsURL)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	p, err := remote.New(nc, remote.WithLease(o.lease), remote.WithLogger(logger))
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return p, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = p.Close(ctx)
-		nc.Close()
-	}, nil
+	n := &clusterNode{nc: nc, producer: p}
+	if o.httpAddr != "" {
+		pl, err := placement.New(nc, placement.WithLease(o.lease), placement.WithLogger(logger), placement.WithLostRetention(o.idleTimeout))
+		if err != nil {
+			n.close()
+			return nil, err
+		}
+		n.placement = pl
+	}
+	return n, nil
+}
+
+// close ends the node after the server closed: the frontend's lease (its scopes
+// were ended and unregistered by the server's close), then the owner node.
+func (n *clusterNode) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n.placement != nil {
+		_ = n.placement.Close(ctx)
+	}
+	_ = n.producer.Close(ctx)
+	n.nc.Close()
 }

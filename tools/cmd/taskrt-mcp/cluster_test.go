@@ -1,0 +1,222 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/taskrt/taskrt/producers/remote"
+)
+
+// frontendProc is a taskrt-mcp -http -nats process.
+type frontendProc struct {
+	cmd    *exec.Cmd
+	url    string        // its MCP endpoint
+	id     string        // its frontend id
+	exited chan struct{} // closed once the process was waited for
+}
+
+// startFrontend runs the binary as a frontend of the cluster at natsURL; the
+// test's end stops it (SIGTERM) unless it was killed.
+func startFrontend(t *testing.T, natsURL string, lease time.Duration) *frontendProc {
+	t.Helper()
+	cmd := exec.Command(binary(t), "-http", "127.0.0.1:0", "-nats", natsURL, "-lease", lease.String())
+	stderr := newWatcher()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f := &frontendProc{cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(f.exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-f.exited:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+			<-f.exited
+			t.Errorf("frontend %s did not exit within a minute of SIGTERM", f.id)
+		}
+	})
+	f.id = stderr.await(t, regexp.MustCompile(`frontend (\S+): serves`))[1]
+	f.url = stderr.await(t, regexp.MustCompile(`serving MCP at (http://\S+)`))[1]
+	return f
+}
+
+// sessionlessCall is one 2026-07-28 tools/call over HTTP: its text items and
+// structured content, or the JSON-RPC error's message.
+type sessionlessCall struct {
+	texts      []string
+	isError    bool
+	structured map[string]any
+	rpcError   string
+}
+
+var sessionlessIDs int
+
+// callAt sends one sessionless tools/call to url.
+func callAt(t *testing.T, url, tool string, args map[string]any) sessionlessCall {
+	t.Helper()
+	sessionlessIDs++
+	params, _ := json.Marshal(map[string]any{"name": tool, "arguments": args, "_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "cluster-test", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+	}})
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, sessionlessIDs, params)
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", tool)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s at %s: %v", tool, url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	data := string(raw)
+	sc := bufio.NewScanner(strings.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			data = d
+		}
+	}
+	var msg struct {
+		Result struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			IsError           bool           `json:"isError"`
+			StructuredContent map[string]any `json:"structuredContent"`
+		} `json:"result"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(data), &msg); err != nil {
+		t.Fatalf("%s at %s: status %d, %v in %q", tool, url, resp.StatusCode, err, raw)
+	}
+	if msg.Error != nil {
+		return sessionlessCall{rpcError: msg.Error.Message}
+	}
+	out := sessionlessCall{isError: msg.Result.IsError, structured: msg.Result.StructuredContent}
+	for _, c := range msg.Result.Content {
+		out.texts = append(out.texts, c.Text)
+	}
+	return out
+}
+
+func (c sessionlessCall) text() string { return strings.Join(c.texts, "\n") }
+
+// TestFrontendProcessesServeAScope: three taskrt-mcp -http -nats processes and a
+// worker. A scope minted on A is served by all three in turn — start, read,
+// list, wait, kill — with its commands on the worker; then A is killed with
+// SIGKILL: a survivor answers a call for the scope with the lost error within the
+// lease + 2 s (never a new, empty scope), and A's commands die on the worker.
+func TestFrontendProcessesServeAScope(t *testing.T) {
+	const lease = 2 * time.Second
+	ns, err := remote.StartServer(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	wnc, err := remote.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wnc.Close()
+	w, err := remote.NewWorker(wnc, remote.WithName("w1"), remote.WithLease(lease), remote.WithDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close(context.Background()) }()
+
+	a, b, c := startFrontend(t, ns.URL(), lease), startFrontend(t, ns.URL(), lease), startFrontend(t, ns.URL(), lease)
+	mark := newMark()
+	start := callAt(t, a.url, "bash", map[string]any{"command": marked(mark, `echo "hi on $TASKRT_WORKER"; sleep 600`), "run_in_background": true})
+	id, _ := start.structured["task_id"].(string)
+	scope, _ := start.structured["scope"].(string)
+	if id != "bash-1" || scope == "" {
+		t.Fatalf("start at A = %q %v", start.texts, start.structured)
+	}
+	steps := []struct {
+		at   *frontendProc
+		tool string
+		args map[string]any
+		want string // a prefix of the answer's text
+	}{
+		{b, "task_output", map[string]any{"task_id": id, "wait": true, "until": "hi on", "timeout_ms": 30000}, "hi on w1\n[matched: hi on]\n[status: running]"},
+		{c, "task_list", nil, "bash-1 [bash] running — " + marked(mark, `echo "hi on $TASKRT_WORKER"; sleep 600`)},
+		{a, "bash", map[string]any{"command": "echo two", "run_in_background": true}, "started background task bash-2 (bash: echo two)"},
+		{b, "task_wait", map[string]any{"task_ids": []string{"bash-2"}, "timeout_ms": 30000}, "bash-2 (bash: echo two) finished [status: completed, exit code: 0]"},
+		{c, "task_output", map[string]any{"task_id": "bash-2"}, "two\n[status: completed, exit code: 0]"},
+		{a, "bash", map[string]any{"command": marked(mark, "sleep 600"), "run_in_background": true}, "started background task bash-3"},
+		{b, "task_kill", map[string]any{"task_id": "bash-3"}, "requested cancellation of task bash-3"},
+		{c, "task_wait", map[string]any{"task_ids": []string{"bash-3"}, "timeout_ms": 30000}, "bash-3 (bash: " + marked(mark, "sleep 600") + ") finished [status: killed, signal: SIGTERM]"},
+		{a, "task_list", nil, "bash-1 [bash] running — "},
+	}
+	for i, s := range steps {
+		args := map[string]any{"scope": scope}
+		for k, v := range s.args {
+			args[k] = v
+		}
+		got := callAt(t, s.at.url, s.tool, args)
+		if got.rpcError != "" || got.isError || !strings.HasPrefix(got.text(), s.want) {
+			t.Fatalf("step %d, %s at %s: %q (error %q), want it to begin %q", i, s.tool, s.at.id, got.text(), got.rpcError, s.want)
+		}
+	}
+	awaitMarked(t, mark, 1) // bash-1 runs on the worker
+
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	<-a.exited
+	var lost sessionlessCall
+	for {
+		lost = callAt(t, b.url, "task_output", map[string]any{"task_id": id, "scope": scope})
+		if lost.rpcError == "" {
+			break
+		}
+		if !strings.Contains(lost.rpcError, "unreachable") || time.Since(killed) > time.Minute {
+			t.Fatalf("after A's SIGKILL, before its lease lapsed: %q, want the home unreachable", lost.rpcError)
+		}
+	}
+	took := time.Since(killed)
+	t.Logf("home SIGKILL → the lost error at a survivor: %s", took.Round(time.Millisecond))
+	if !lost.isError || !strings.HasPrefix(lost.text(), "scope lost: "+scope) || !strings.Contains(lost.text(), a.id) {
+		t.Fatalf("after A's SIGKILL: %q, want the lost error naming %s", lost.text(), a.id)
+	}
+	if took > lease+2*time.Second {
+		t.Errorf("the lost error came %s after the SIGKILL, want within the lease + 2s", took)
+	}
+	for _, f := range []*frontendProc{b, c} {
+		if got := callAt(t, f.url, "task_list", map[string]any{"scope": scope}); !got.isError || !strings.HasPrefix(got.text(), "scope lost: ") {
+			t.Errorf("task_list at %s after the loss: %q, want the lost error (not an empty scope)", f.id, got.text())
+		}
+	}
+	awaitGone(t, mark) // the worker killed A's commands when A's owner lease lapsed
+	t.Logf("home SIGKILL → its commands gone on the worker: %s", time.Since(killed).Round(time.Millisecond))
+}
