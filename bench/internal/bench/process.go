@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/output"
@@ -103,6 +102,14 @@ func runBash(ctx context.Context, reg Registry, p *bash.Producer, command string
 	if err != nil {
 		return 0, err
 	}
+	return readToEnd(ctx, reg, id, command, false)
+}
+
+// readToEnd reads task id until it is terminal (and, with rest, until a read of
+// the settled task returns nothing: block mode leaves up to a read's worth for
+// after the settlement); it returns how many output bytes the reads returned, and
+// an error unless the command completed with exit code 0.
+func readToEnd(ctx context.Context, reg Registry, id messages.TaskID, command string, rest bool) (int64, error) {
 	var n int64
 	for {
 		r, err := reg.Read(ctx, id, "")
@@ -114,11 +121,14 @@ func runBash(ctx context.Context, reg Registry, p *bash.Producer, command string
 			if s.Status != messages.Completed || !strings.Contains(s.Detail, "exit code: 0") {
 				return n, fmt.Errorf("%s %q ended %s (%s)", id, command, s.Status, s.Detail)
 			}
+			if rest && r.Output != "" {
+				continue
+			}
 			return n, nil
 		}
 		if r.Output == "" {
-			// Nothing new: block until the task settles or 1 ms passes, rather than
-			// spin on Read.
+			// Nothing new: block until the task settles, its output is full or 1 ms
+			// passes, rather than spin on Read.
 			if _, err := reg.Wait(ctx, id, "", time.Millisecond); err != nil {
 				return n, err
 			}
@@ -200,7 +210,7 @@ func Flood(ctx context.Context, impl Impl, cfg FloodConfig) (res FloodResult, er
 				// NULs would be rendered escaped, three bytes each.
 				command = fmt.Sprintf("yes 'block mode flood: every line of it is read, none is dropped' | head -c %d", cfg.Bytes)
 			}
-			run = func() (int64, error) { return floodVariant(ctx, a.rt, p, command, cfg.Variant) }
+			run = func() (int64, error) { return floodVariant(ctx, a, p, command, cfg.Variant) }
 		}
 	}
 
@@ -234,7 +244,8 @@ func Flood(ctx context.Context, impl Impl, cfg FloodConfig) (res FloodResult, er
 // floodVariant runs command as runBash does, in block mode (FloodBlock) or with a
 // slow observer peeking beside the owner (FloodObserved), and returns the bytes the
 // owner's reads returned.
-func floodVariant(ctx context.Context, rt *actors.Runtime, p *bash.Producer, command string, v FloodVariant) (int64, error) {
+func floodVariant(ctx context.Context, a *actorsRegistry, p *bash.Producer, command string, v FloodVariant) (int64, error) {
+	rt := a.rt
 	id, err := rt.Tasks().Start(ctx, p.Spec("", bash.Command{Command: command, BlockOutput: v == FloodBlock}))
 	if err != nil {
 		return 0, err
@@ -262,28 +273,5 @@ func floodVariant(ctx context.Context, rt *actors.Runtime, p *bash.Producer, com
 		close(observed)
 	}
 	defer func() { close(stop); <-observed }()
-	var n int64
-	for {
-		r, err := rt.Tasks().Read(ctx, id, "")
-		if err != nil {
-			return n, err
-		}
-		n += int64(len(r.Output))
-		if s := r.Snapshot; s.Status.Terminal() {
-			if s.Status != messages.Completed || !strings.Contains(s.Detail, "exit code: 0") {
-				return n, fmt.Errorf("%s %q ended %s (%s)", id, command, s.Status, s.Detail)
-			}
-			if r.Output != "" {
-				continue // block mode: a settled task's rest is read to its end
-			}
-			return n, nil
-		}
-		if r.Output == "" {
-			// Nothing new: wait until the output is full, the task settles or 1 ms
-			// passes.
-			if _, err := rt.Tasks().Wait(ctx, id, "", time.Millisecond); err != nil {
-				return n, err
-			}
-		}
-	}
+	return readToEnd(ctx, a, id, command, true)
 }
