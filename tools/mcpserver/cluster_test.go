@@ -304,3 +304,34 @@ func awaitGoneMarked(t *testing.T, mark string) {
 	t.Helper()
 	pollProcs(t, func() bool { return len(markedPIDs(mark)) == 0 }, "processes marked %s to be gone", mark)
 }
+
+// TestClusterRoutesTasksExtension: a start answered as a task of the tasks
+// extension on A is polled (tasks/get) on B and read (task_output by its
+// protocol id) on C, as on A alone.
+func TestClusterRoutesTasksExtension(t *testing.T) {
+	ns := natsServer(t)
+	fa, fb, fc := newFrontend(t, ns, "fe-a", nil), newFrontend(t, ns, "fe-b", nil), newFrontend(t, ns, "fe-c", nil)
+	a, b, c := sessionlessAt(t, fa.hs, ""), sessionlessAt(t, fb.hs, ""), sessionlessAt(t, fc.hs, "")
+	for _, cl := range []*rpc{a, b, c} {
+		cl.caps = tasksExtCaps
+	}
+	created := a.extStart("echo built")
+	done := b.awaitExtDone(created.TaskID)
+	if done.Status != "completed" || done.Result == nil || !slices.Equal(done.Result.texts(), []string{"built\n[status: completed, exit code: 0]"}) {
+		t.Errorf("tasks/get at B = %+v", done)
+	}
+	if home := a.awaitExtDone(created.TaskID); home.Status != done.Status || !slices.Equal(home.Result.texts(), done.Result.texts()) {
+		t.Errorf("tasks/get at the home = %+v, at B %+v: want the same", home, done)
+	}
+	if st := fb.srv.Runtime().Stats(); st.Agents != 0 {
+		t.Errorf("B holds agents: %+v", st)
+	}
+	if got := c.scopedTool("task_output", map[string]any{"task_id": created.TaskID}); !slices.Equal(got.texts, []string{"[status: completed, exit code: 0]"}) {
+		t.Errorf("task_output at C by the protocol id = %q", got.texts)
+	}
+	r := c.call("tasks/get", fmt.Sprintf(`{"taskId":%q}`, "bash-9."+created.Meta.Scope))
+	if r.Error == nil || r.Error.Code != -32602 {
+		t.Errorf("tasks/get of an unknown task of the scope at C = %s, want -32602", r.raw)
+	}
+	a.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": created.Meta.Scope})
+}
