@@ -5,12 +5,16 @@
 //
 // Usage:
 //
-//	taskrt-cluster-bench [-runs 10] [-samples 200] [-lease 1s]
+//	taskrt-cluster-bench [-runs 10] [-samples 1000] [-floods 3] [-lease 1s]
 //
 // Figures, each remote next to local with their ratio: the wake-up of a routed
 // ReadUntil (input sent → the echoed line read) and of a Wait (eof sent → the
 // settled task returned), p50 and p99; start → settle throughput of `true`, and
-// its sequential latency; output throughput of a flood. Then failover, p50 and
+// its sequential latency; output throughput of a flood (the median of -floods
+// runs each). Then remote output on its own: what NATS alone carries on this
+// machine (the ceiling of a remote flood), a flood in block mode read as it
+// fills, and 50 floods at once through a taskrt-worker process, with that
+// process's peak RSS (VmHWM). Then failover, p50 and
 // max over -runs: a worker process SIGKILLed → its tasks "worker lost"; an owner
 // node process SIGKILLed → its last process gone on the workers; a worker, and an
 // owner node, cut off behind a blackhole proxy → self-fence, with the fence
@@ -38,10 +42,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/internal/blackhole"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
+	"github.com/taskrt/taskrt/producers/output"
 	"github.com/taskrt/taskrt/producers/remote"
 )
 
@@ -50,8 +57,9 @@ const ownerEnv = "TASKRT_CLUSTER_BENCH_OWNER"
 
 var (
 	runs    = flag.Int("runs", 10, "runs of each failover figure")
-	samples = flag.Int("samples", 200, "samples of each latency figure")
+	samples = flag.Int("samples", 1000, "samples of each latency figure (the p99 is the tenth worst of 1000)")
 	lease   = flag.Duration("lease", time.Second, "lease of every node")
+	floods  = flag.Int("floods", 3, "runs of each flood figure (the median is shown)")
 )
 
 func main() {
@@ -168,13 +176,47 @@ func run() error {
 	}); err != nil {
 		return err
 	}
-	if err := pair("flood output (64 MB)", "MB/s", "", func(s side) (float64, error) { return flood(s.rt, s.spec, 64<<20) }); err != nil {
+	if err := pair(fmt.Sprintf("flood output (64 MiB), median of %d", *floods), "MB/s", "", func(s side) (float64, error) {
+		return median(*floods, func() (float64, error) { return flood(s.rt, s.spec, 64<<20) })
+	}); err != nil {
 		return err
 	}
 	_ = w.Close(context.Background())
 	_ = rp.Close(context.Background())
 
-	// 2. Failover.
+	// 2. Remote output on its own.
+	var orows []row
+	one := func(figure, unit, note string, f func() (float64, error)) error {
+		fmt.Fprintf(os.Stderr, "%-44s … ", figure)
+		v, err := f()
+		if err != nil {
+			return fmt.Errorf("%s: %w", figure, err)
+		}
+		fmt.Fprintf(os.Stderr, "%.3g %s\n", v, unit)
+		orows = append(orows, row{figure: figure, unit: unit, rem: v, note: note})
+		return nil
+	}
+	if err := one(fmt.Sprintf("NATS alone: 1 MiB messages, median of %d", *floods), "MB/s", "the ceiling of a remote flood here", func() (float64, error) {
+		return median(*floods, func() (float64, error) { return natsAlone(srvURL, 256<<20) })
+	}); err != nil {
+		return err
+	}
+	if err := one("block mode flood (64 MiB) read as it fills", "MB/s", "reads of 256 KiB, both sides", func() (float64, error) {
+		return blockFlood(srvURL, dir, 64<<20)
+	}); err != nil {
+		return err
+	}
+	var peak, idle float64
+	if err := one("50 floods of 16 MiB at once through a worker", "MB/s", "", func() (float64, error) {
+		v, p, i, err := manyFloods(srvURL, workerBin, dir, 50, 16<<20)
+		peak, idle = p, i
+		return v, err
+	}); err != nil {
+		return err
+	}
+	orows = append(orows, row{figure: "  the worker process's peak RSS (VmHWM)", unit: "MiB", rem: peak, note: fmt.Sprintf("%.3g MiB idle; output budget %d MiB", idle, remote.DefaultOutputBudget>>20)})
+
+	// 3. Failover.
 	fail := []struct {
 		name string
 		f    func(i int) (d, margin time.Duration, err error)
@@ -208,6 +250,10 @@ func run() error {
 	fmt.Fprintln(tw, "figure\tlocal\tremote\tremote/local\tunit")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%.3g\t%.3g\t%.2f\t%s\n", r.figure, r.local, r.rem, r.rem/r.local, r.unit)
+	}
+	fmt.Fprintln(tw, "\nremote output\tvalue\tunit\tnote")
+	for _, r := range orows {
+		fmt.Fprintf(tw, "%s\t%.3g\t%s\t%s\n", r.figure, r.rem, r.unit, r.note)
 	}
 	fmt.Fprintf(tw, "\nfailover (%d runs)\tp50\tmax\tfence margin min\tfence margin p50\n", *runs)
 	ok := true
@@ -353,6 +399,191 @@ func flood(rt *actors.Runtime, spec func(bash.Command) messages.Spec, n int) (fl
 		return 0, fmt.Errorf("flood: %d of %d bytes", pk.Written, n)
 	}
 	return float64(n) / (1 << 20) / d.Seconds(), nil
+}
+
+func median(n int, f func() (float64, error)) (float64, error) {
+	var vs []float64
+	for range max(1, n) {
+		v, err := f()
+		if err != nil {
+			return 0, err
+		}
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2], nil
+}
+
+// natsAlone: n bytes in 1 MiB messages from one connection to a subscriber on
+// another, through the server: what a remote flood cannot beat on this machine.
+func natsAlone(srvURL string, n int) (float64, error) {
+	pub, err := remote.Connect(srvURL)
+	if err != nil {
+		return 0, err
+	}
+	defer pub.Close()
+	sub, err := remote.Connect(srvURL)
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Close()
+	const size = 1<<20 - 1024 // under the server's max_payload with room for the protocol
+	done := make(chan struct{})
+	got := 0
+	s, err := sub.Subscribe("bench.nats-alone", func(m *nats.Msg) {
+		if got += len(m.Data); got >= n {
+			close(done)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer s.Unsubscribe()
+	_ = s.SetPendingLimits(-1, -1)
+	if err := sub.Flush(); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, size)
+	t0 := time.Now()
+	for sent := 0; sent < n; sent += size {
+		if err := pub.Publish("bench.nats-alone", buf); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(limit):
+		return 0, errors.New("nats alone: not everything arrived")
+	}
+	return float64(n) / (1 << 20) / time.Since(t0).Seconds(), nil
+}
+
+// outputLease is the lease of the nodes of the output figures: long, so that a
+// loaded machine fences none of them while they stream.
+const outputLease = 10 * time.Second
+
+// blockFlood: a block-mode flood through a worker in this process, read as it
+// fills (a Wait returns at full, a Read takes what is unread); every byte must
+// arrive, with no marker.
+func blockFlood(srvURL, dir string, n int) (float64, error) {
+	reads := []output.Option{output.WithMaxRead(256 << 10), output.WithMemory(32<<10, 256<<10)}
+	wnc, err := remote.Connect(srvURL)
+	if err != nil {
+		return 0, err
+	}
+	defer wnc.Close()
+	w, err := remote.NewWorker(wnc, remote.WithName("bench-block"), remote.WithLease(outputLease), remote.WithDir(dir), remote.WithBashOptions(bash.WithOutput(reads...)))
+	if err != nil {
+		return 0, err
+	}
+	defer w.Close(context.Background())
+	onc, err := remote.Connect(srvURL)
+	if err != nil {
+		return 0, err
+	}
+	defer onc.Close()
+	p, err := remote.New(onc, remote.WithLease(outputLease), remote.WithOutput(reads...))
+	if err != nil {
+		return 0, err
+	}
+	defer p.Close(context.Background())
+	rt, err := newRuntime()
+	if err != nil {
+		return 0, err
+	}
+	defer rt.Close(context.Background())
+	ctx := context.Background()
+	t0 := time.Now()
+	id, err := rt.Tasks().Start(ctx, p.Spec("", bash.Command{Command: fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", n), BlockOutput: true}))
+	if err != nil {
+		return 0, err
+	}
+	read := 0
+	for {
+		if _, err := rt.Tasks().Wait(ctx, id, "", limit); err != nil { // full, or settled
+			return 0, err
+		}
+		r, err := rt.Tasks().Read(ctx, id, "")
+		if err != nil {
+			return 0, err
+		}
+		read += len(r.Output)
+		if r.Snapshot.Status.Terminal() && r.Output == "" {
+			break
+		}
+	}
+	if read != n {
+		return 0, fmt.Errorf("block flood: read %d of %d bytes", read, n)
+	}
+	return float64(n) / (1 << 20) / time.Since(t0).Seconds(), nil
+}
+
+// manyFloods: k floods of n bytes at once from this process's owner node
+// through a taskrt-worker process; the throughput over all, and the worker
+// process's peak RSS (VmHWM) and RSS before the floods, in MiB.
+func manyFloods(srvURL, bin, dir string, k, n int) (mbps, peak, idle float64, err error) {
+	cmd := exec.Command(bin, "-nats", srvURL, "-name", "bench-rss", "-lease", outputLease.String(), "-dir", dir, "-max-tasks", fmt.Sprint(k))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, 0, err
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	if sc := bufio.NewScanner(out); !sc.Scan() {
+		return 0, 0, 0, errors.New("no ready line")
+	}
+	if idle, err = vmKiB(cmd.Process.Pid, "VmRSS"); err != nil {
+		return 0, 0, 0, err
+	}
+	nc, err := remote.Connect(srvURL)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer nc.Close()
+	p, err := remote.New(nc, remote.WithLease(outputLease))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer p.Close(context.Background())
+	t0 := time.Now()
+	var hooks []messages.Hooks
+	for range k {
+		h, err := p.Start(bash.Command{Command: fmt.Sprintf("head -c %d /dev/zero", n)})
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		hooks = append(hooks, h)
+	}
+	for _, h := range hooks {
+		o := <-h.Done
+		if o.Status != messages.Completed || h.Output.Written() != int64(n) {
+			return 0, 0, 0, fmt.Errorf("flood: %v, %d of %d bytes", o, h.Output.Written(), n)
+		}
+		h.Release()
+	}
+	mbps = float64(k*n) / (1 << 20) / time.Since(t0).Seconds()
+	if peak, err = vmKiB(cmd.Process.Pid, "VmHWM"); err != nil {
+		return 0, 0, 0, err
+	}
+	return mbps, peak / 1024, idle / 1024, nil
+}
+
+// vmKiB reads a field of /proc/PID/status, in KiB.
+func vmKiB(pid int, field string) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
+			var v float64
+			_, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &v)
+			return v, err
+		}
+	}
+	return 0, fmt.Errorf("%s not in /proc/%d/status", field, pid)
 }
 
 // workerKill: three commands on a worker process, the process SIGKILLed; d is
