@@ -73,9 +73,10 @@ cluster-bench: ## remote tasks over NATS next to local ones, and failover times 
 cluster-test: ## only the fault tests of worker nodes (partitions, pauses, crashes, a replicated store); make test runs them too
 	$(GO) test -race -count=1 -v -run 'CutOff|Paused|Restarted|ManyOwners|Replicated|StreamLeader|Crash|LostLeases|FailedRenewal|Proxy' ./producers/remote/...
 
-stress: ## randomized stress with invariant checks, and 10,000 model-based sequences
+stress: ## randomized stress with invariant checks, 10,000 model-based sequences, and 200 MiB in block mode through a worker
 	$(GO) run ./bench/cmd/taskrt-stress -duration $(STRESS_DURATION)
 	$(GO) test -run TestModelBased -count=1 -v ./actors -rapid.checks=10000
+	$(GO) test -race -run TestBlockModeThroughAWorker -count=1 -v ./producers/remote -block-lines 23301689
 
 killstorm: ## bash containment: /bin/true per mode (0 and 2,000 idle processes elsewhere, 2,000 idle host children) and 2,000 tasks disposed at once, both modes
 	$(GO) run ./bench/cmd/taskrt-killstorm -true
