@@ -319,3 +319,27 @@ func TestRunRefusesBlockOutput(t *testing.T) {
 	require.ErrorIs(t, err, bash.ErrInvalidCommand)
 	assert.Zero(t, o.p.Live(), "nothing was started")
 }
+
+// A worker that shuts down does not wait for its owners to read what its
+// blocked commands wrote: it kills them, sends the rest past the grant, and the
+// owner node takes it (leaving block mode, as a kill does) and settles the task
+// with the kill's outcome.
+func TestWorkerShutdownEndsABlockedRemoteTask(t *testing.T) {
+	ctx := context.Background()
+	const grace = 500 * time.Millisecond
+	const margin = 5 * time.Second // what a loaded machine may add: a failure bound, not a figure
+	c := newCluster(t)
+	w, _ := c.worker("w1", WithGrace(grace))
+	o := c.owner()
+	id := o.start(t, "", bash.Command{Command: "trap '' TERM; seq 1 100000000", BlockOutput: true})
+	s, err := o.rt.Tasks().Wait(ctx, id, "", settleLimit)
+	require.NoError(t, err)
+	require.True(t, s.OutputFull, "the command filled its output: %+v", s)
+
+	start := time.Now()
+	require.NoError(t, w.Close(ctx))
+	assert.Less(t, time.Since(start), grace+margin, "the worker's Close did not wait for a read")
+	s = o.settled(t, id, "")
+	assert.Equal(t, messages.Killed, s.Status, s.Detail)
+	assert.Zero(t, w.Processes())
+}

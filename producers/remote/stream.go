@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -97,6 +98,21 @@ func (t *wtask) granted(g grant) {
 	if moved && t.blk != nil {
 		t.blk.Advance(g.acked) // the owner holds them: the command may write more
 	}
+	t.poke()
+}
+
+// lift ends block mode's pause on the worker's side when the worker itself ends
+// the task (it shuts down): the rest of the output goes out without waiting for
+// the owner node to read, within the budget, and the owner, finding more than it
+// granted, leaves block mode too (what does not fit its buffer is then dropped
+// and counted), so that the outcome is reported without waiting for a read.
+func (t *wtask) lift() {
+	if t.blk == nil {
+		return
+	}
+	t.flow.mu.Lock()
+	t.flow.limit = math.MaxInt64
+	t.flow.mu.Unlock()
 	t.poke()
 }
 

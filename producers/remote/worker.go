@@ -246,6 +246,7 @@ func (w *Worker) Close(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	for _, t := range live {
+		t.lift()
 		_ = t.h.Cancel("worker shutting down")
 	}
 	w.exits.Wait() // every process is gone
