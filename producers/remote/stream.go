@@ -33,7 +33,7 @@ type flow struct {
 	sendAt  time.Time // when a frame was last sent
 	exited  bool      // the command exited: its outcome waits for the last acknowledgement
 	probe   bool      // ask the owner to acknowledge what is in flight at once
-	heldAt  int64     // the limit at which the owner was last told the command waits (-1: never)
+	heldAt  int64     // the limit at which the owner was last told the output waits for a read (-1: never)
 }
 
 func (f *flow) start(grant int64) {
