@@ -353,7 +353,7 @@ type clusterNode struct {
 // then runs on a worker. Serving HTTP, it is also a frontend: each sessionless
 // scope it mints is homed here, and a request for a scope homed on another
 // frontend is forwarded there (docs/scopes-cluster.md). Its id is the host name
-// and 8 random characters (placement.DefaultID), new at every start.
+// and 8 random characters (the placement package's default id), new at every start.
 func joinCluster(o options, logger *slog.Logger) (*clusterNode, error) {
 	nc, err := remote.Connect(o.natsURL)
 	if err != nil {

@@ -24,14 +24,14 @@ import (
 // nodes' and workers' of producers/remote.
 const DefaultLease = 10 * time.Second
 
-// DefaultMaxForward bounds a forwarded call whose caller set no deadline: longer
+// defaultMaxForward bounds a forwarded call whose caller set no deadline: longer
 // than the longest wait a task tool takes (task_output and task_wait cap theirs
 // at 10 minutes).
-const DefaultMaxForward = 11 * time.Minute
+const defaultMaxForward = 11 * time.Minute
 
-// DefaultLostRetention is how long a scope found lost is remembered as lost (and
+// defaultLostRetention is how long a scope found lost is remembered as lost (and
 // answered so) before its record is deleted and it reads as unknown.
-const DefaultLostRetention = 30 * time.Minute
+const defaultLostRetention = 30 * time.Minute
 
 // Errors of Locate and Forward.
 var (
@@ -108,7 +108,7 @@ type config struct {
 	log           *slog.Logger
 }
 
-// WithID sets the frontend's id (default DefaultID()): letters, digits, - and _
+// WithID sets the frontend's id (default: the host name and 8 random characters, new at every start): letters, digits, - and _
 // only, unique among the live frontends.
 func WithID(id string) Option { return func(c *config) { c.id = id } }
 
@@ -144,7 +144,7 @@ func WithStartTimeout(d time.Duration) Option {
 }
 
 // WithMaxForward bounds a forwarded call whose context has no deadline (default
-// DefaultMaxForward).
+// defaultMaxForward).
 func WithMaxForward(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -154,7 +154,7 @@ func WithMaxForward(d time.Duration) Option {
 }
 
 // WithLostRetention sets how long a lost scope is answered as lost (default
-// DefaultLostRetention; a Server passes its idle timeout).
+// defaultLostRetention; a Server passes its idle timeout).
 func WithLostRetention(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -172,10 +172,10 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// DefaultID is a new frontend id: the host name (characters a NATS subject token
+// defaultID is a new frontend id: the host name (characters a NATS subject token
 // cannot hold become -) and 8 random characters, so that a restarted process
 // never takes the id, nor the epoch, of its previous life.
-func DefaultID() string {
+func defaultID() string {
 	host, _ := os.Hostname()
 	if host == "" {
 		host = "frontend"
@@ -236,12 +236,12 @@ type Placement struct {
 // the server using it has closed.
 func New(nc *nats.Conn, opts ...Option) (*Placement, error) {
 	cfg := config{prefix: "taskrt", lease: DefaultLease, replicas: 1, startTimeout: 30 * time.Second,
-		maxForward: DefaultMaxForward, lostRetention: DefaultLostRetention, log: slog.New(slog.DiscardHandler)}
+		maxForward: defaultMaxForward, lostRetention: defaultLostRetention, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if cfg.id == "" {
-		cfg.id = DefaultID()
+		cfg.id = defaultID()
 	}
 	if sanitize(cfg.id) != cfg.id || cfg.id == "" {
 		return nil, fmt.Errorf("placement: frontend id %q: want letters, digits, - and _ only", cfg.id)
