@@ -532,7 +532,7 @@ func TestFloodCancelledMidway(t *testing.T) {
 	end, l := account(t, cursor, h.ReadOutput(), source)
 	st := h.task.out.Stats()
 	assert.Equal(t, st.Written, end, "reads cover the whole output")
-	assert.Equal(t, st.Written-int64(output.DefaultTail)-(1<<20), st.Dropped)
+	assert.Equal(t, st.Written-int64(outputTail)-(1<<20), st.Dropped)
 	t.Logf("yes wrote %d MB before it was killed; %d bytes left out of reads", st.Written/1_000_000, left+l)
 	requireQuiet(t, p)
 }
@@ -554,7 +554,7 @@ func TestOneVeryLongLine(t *testing.T) {
 	}
 	end, left := account(t, 0, got, source)
 	assert.Equal(t, int64(3_000_006), end)
-	assert.Equal(t, int64(3_000_006-output.DefaultMaxRead), left, "exactly one read's worth is shown")
+	assert.Equal(t, int64(3_000_006-outputMaxRead), left, "exactly one read's worth is shown")
 	assert.True(t, strings.HasSuffix(got, "\ndone\n"))
 	lines := strings.Split(got, "\n")
 	assert.Contains(t, lines[1], "saved in ")

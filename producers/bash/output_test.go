@@ -17,6 +17,13 @@ import (
 )
 
 // pattern is a deterministic ASCII stream: lines of 40 bytes.
+// The output buffer's documented defaults (output.WithMaxRead, output.WithMemory),
+// which these tests pin.
+const (
+	outputMaxRead = 32 << 10
+	outputTail    = 64 << 10
+)
+
 func pattern(off int64) byte {
 	if off%40 == 39 {
 		return '\n'
@@ -52,7 +59,7 @@ func TestOutputOptionsConfigureTheTaskBuffer(t *testing.T) {
 	}{
 		{
 			name: "the defaults return output within one read whole",
-			size: output.DefaultMaxRead,
+			size: outputMaxRead,
 		},
 		{
 			name:        "WithMaxRead bounds one read; the rest is left out, saved in the spill file",

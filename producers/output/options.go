@@ -7,9 +7,9 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultMaxRead  = 32 << 10 // bytes one read returns at most (before rendering)
+	defaultMaxRead  = 32 << 10 // bytes one read returns at most (before rendering)
 	defaultHead     = 32 << 10 // bytes kept in memory from the start of the output
-	DefaultTail     = 64 << 10 // bytes kept in memory from the end of the output
+	defaultTail     = 64 << 10 // bytes kept in memory from the end of the output
 	defaultSpillCap = 64 << 20 // bytes the spill file holds at most
 	minMaxRead      = 256
 	minTail         = 4 << 10
@@ -35,9 +35,9 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
-		maxRead:     DefaultMaxRead,
+		maxRead:     defaultMaxRead,
 		head:        defaultHead,
-		tail:        DefaultTail,
+		tail:        defaultTail,
 		spillDir:    os.TempDir(),
 		spillCap:    defaultSpillCap,
 		spillPrefix: "taskrt-output-",
