@@ -142,7 +142,9 @@ func TestBlockModeShowsFullAndEndsWaits(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, len(r.Output) > 0 && r.Output[:2] == "1\n", "the read starts at the output's start: %.20q", r.Output)
 		assert.NotContains(t, r.Output, "left out")
-		assert.False(t, r.Snapshot.OutputFull, "the read's snapshot is no longer full")
+		// The writer may have filled the room the read made before the snapshot
+		// was taken, so OutputFull is either; TestOutputFull (actors) pins that a
+		// read clears it.
 	})
 	t.Run("ReadUntil answers UntilFull", func(t *testing.T) {
 		r, err := rt.Tasks().ReadUntil(ctx, id, "", "no such line", settleLimit)

@@ -48,14 +48,14 @@ var (
 type Where int
 
 const (
-	// Unknown: no record of the scope, or a record bound to another principal.
+	// Unknown means no record of the scope, or a record bound to another principal.
 	// Answer as for any unknown scope.
 	Unknown Where = iota
-	// Here: this frontend is the scope's home under its current lease.
+	// Here means this frontend is the scope's home under its current lease.
 	Here
-	// Elsewhere: another live frontend is its home; Forward the request there.
+	// Elsewhere means another live frontend is its home; Forward the request there.
 	Elsewhere
-	// Lost: its home's lease ended (the frontend died, hung or was cut off). A
+	// Lost means its home's lease ended (the frontend died, hung or was cut off). A
 	// survivor took the scope's record by compare-and-set and marked it lost: its
 	// state lived only in the dead home's memory, and its tasks died with that
 	// home's owner lease.
