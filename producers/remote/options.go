@@ -12,14 +12,14 @@ import (
 const (
 	DefaultMaxTasks     = 16              // a worker's slots (WithMaxTasks)
 	defaultStartTimeout = 5 * time.Second // how long a start waits for a worker's answer
-	// DefaultOutputWindow is how far past what an owner node holds of a task's
+	// defaultOutputWindow is how far past what an owner node holds of a task's
 	// output it lets the worker send (WithOutputWindow): the bandwidth × round trip
 	// one task's output may use before it waits for the owner.
-	DefaultOutputWindow = 4 << 20
-	// DefaultOutputBudget is how many output bytes a worker has sent and not had
+	defaultOutputWindow = 4 << 20
+	// defaultOutputBudget is how many output bytes a worker has sent and not had
 	// acknowledged, over all its tasks (WithOutputBudget): what bounds the worker's
 	// memory for output in flight however many tasks stream at once.
-	DefaultOutputBudget = 16 << 20
+	defaultOutputBudget = 16 << 20
 	// maxChunk is the most output bytes one frame carries, less when the NATS
 	// server takes smaller messages (its max_payload, 1 MiB by default): few large
 	// frames cost the NATS server and clients least per byte.
@@ -62,8 +62,8 @@ func defaultConfig() config {
 		startTimeout: defaultStartTimeout,
 		replicas:     1,
 		maxTasks:     DefaultMaxTasks,
-		window:       DefaultOutputWindow,
-		budget:       DefaultOutputBudget,
+		window:       defaultOutputWindow,
+		budget:       defaultOutputBudget,
 	}
 }
 
@@ -178,7 +178,7 @@ func WithGrace(d time.Duration) Option {
 
 // WithOutputWindow sets how many bytes of a task's output past what an owner node
 // holds its worker may send before it waits for a grant (default
-// DefaultOutputWindow): the bandwidth times the round trip that one task's output
+// 4 MiB): the bandwidth times the round trip that one task's output
 // may use. The owner node holds up to this much per streaming task in flight.
 // Owner nodes.
 func WithOutputWindow(n int64) Option {
@@ -197,7 +197,7 @@ func WithOutput(opts ...output.Option) Option {
 }
 
 // WithOutputBudget sets how many output bytes a worker may have sent and not had
-// acknowledged, over all its tasks (default DefaultOutputBudget): streaming tasks
+// acknowledged, over all its tasks (default 16 MiB): streaming tasks
 // share it, so that however many stream at once the worker's memory for output in
 // flight stays bounded. Workers.
 func WithOutputBudget(n int64) Option {

@@ -21,9 +21,9 @@ import (
 	"github.com/taskrt/taskrt/producers/output"
 )
 
-// Kind is the task kind of remote commands: they are bash commands, and the model
+// kind is the task kind of remote commands: they are bash commands, and the model
 // sees them as such ("bash-N").
-const Kind = bash.Kind
+const kind = bash.Kind
 
 // ErrNoWorker is what a start fails with when no worker has a free slot. Nothing
 // was started and, through the runtime, no id was burned.
@@ -211,7 +211,7 @@ func (p *Producer) Close(ctx context.Context) error {
 // command's first line as its label, Start as Run.
 func (p *Producer) Spec(owner messages.AgentID, c bash.Command) messages.Spec {
 	return messages.Spec{
-		Kind:  Kind,
+		Kind:  kind,
 		Label: label(c.Command),
 		Owner: owner,
 		Run:   func() (messages.Hooks, error) { return p.Start(c) },

@@ -38,7 +38,7 @@ type flow struct {
 
 func (f *flow) start(grant int64) {
 	if grant <= 0 {
-		grant = DefaultOutputWindow
+		grant = defaultOutputWindow
 	}
 	f.limit, f.heldAt = grant, -1
 	f.ackAt, f.grantAt = time.Now(), time.Now()

@@ -71,7 +71,7 @@ type startReq struct {
 	// for its output to be read instead of losing any.
 	Block bool `json:"block,omitempty"`
 	// Grant is the first credit grant: the worker may send the task's output up
-	// to this offset before a grant raises it (0: DefaultOutputWindow).
+	// to this offset before a grant raises it (0: defaultOutputWindow).
 	Grant int64 `json:"grant,omitempty"`
 }
 

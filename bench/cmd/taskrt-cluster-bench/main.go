@@ -214,7 +214,7 @@ func run() error {
 	}); err != nil {
 		return err
 	}
-	orows = append(orows, row{figure: "  the worker process's peak RSS (VmHWM)", unit: "MiB", rem: peak, note: fmt.Sprintf("%.3g MiB idle; output budget %d MiB", idle, remote.DefaultOutputBudget>>20)})
+	orows = append(orows, row{figure: "  the worker process's peak RSS (VmHWM)", unit: "MiB", rem: peak, note: fmt.Sprintf("%.3g MiB idle; the default output budget", idle)})
 
 	// 3. Failover.
 	fail := []struct {
