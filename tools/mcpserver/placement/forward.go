@@ -1,0 +1,152 @@
+package placement
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// This file is forwarding: a request for a scope whose home is another frontend
+// goes there over NATS request/reply, with the caller's deadline, and comes back
+// unchanged.
+
+func (p *Placement) subject(id string) string { return p.cfg.prefix + ".scope." + id }
+
+// Forward sends req to the frontend home and returns its answer. The request
+// carries the time ctx has left (or WithMaxForward when it has no deadline);
+// when ctx ends first, Forward returns ctx's error at once and tells the home,
+// whose handler's context ends too. A home with no subscriber is ErrUnreachable.
+func (p *Placement) Forward(ctx context.Context, home string, req Request) (Response, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.maxForward)
+		defer cancel()
+	}
+	deadline, _ := ctx.Deadline()
+	left := time.Until(deadline)
+	if left <= 0 {
+		return Response{}, context.DeadlineExceeded
+	}
+	id := rand.Text()
+	msg := nats.NewMsg(p.subject(home))
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			msg.Header.Add(k, v)
+		}
+	}
+	msg.Header.Set(hdrID, id)
+	msg.Header.Set(hdrTimeout, strconv.FormatInt(left.Milliseconds()+1, 10))
+	msg.Header.Set(hdrFrom, p.cfg.id)
+	msg.Data = req.Body
+	resp, err := p.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		if ctx.Err() != nil {
+			c := nats.NewMsg(p.subject(home) + ".cancel")
+			c.Data = []byte(id)
+			_ = p.nc.PublishMsg(c)
+			return Response{}, ctx.Err()
+		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			return Response{}, fmt.Errorf("%w: %s", ErrUnreachable, home)
+		}
+		return Response{}, fmt.Errorf("placement: forwarding to %s: %w", home, err)
+	}
+	if e := resp.Header.Get(hdrError); e != "" {
+		return Response{}, fmt.Errorf("placement: the home %s: %s", home, e)
+	}
+	out := Response{Header: http.Header{}, Body: resp.Data}
+	out.Status, _ = strconv.Atoi(resp.Header.Get(hdrStatus))
+	for k, vs := range resp.Header {
+		if k == hdrStatus {
+			continue
+		}
+		out.Header[k] = vs
+	}
+	return out, nil
+}
+
+// Serve answers the requests forwarded to this frontend with h, each on a
+// goroutine of its own, until Close. Call it once.
+func (p *Placement) Serve(h Handler) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("placement: closed")
+	}
+	reqs, err := p.nc.Subscribe(p.subject(p.cfg.id), func(m *nats.Msg) { p.serveOne(h, m) })
+	if err != nil {
+		return fmt.Errorf("placement: %w", err)
+	}
+	cancels, err := p.nc.Subscribe(p.subject(p.cfg.id)+".cancel", func(m *nats.Msg) {
+		p.mu.Lock()
+		cancel := p.inflight[string(m.Data)]
+		p.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	})
+	if err != nil {
+		_ = reqs.Unsubscribe()
+		return fmt.Errorf("placement: %w", err)
+	}
+	p.subs = append(p.subs, reqs, cancels)
+	// The subscriptions must be known to the server before a forwarder relies on
+	// them (a request to a subject nobody subscribed is "no responders").
+	return p.nc.Flush()
+}
+
+func (p *Placement) serveOne(h Handler, m *nats.Msg) {
+	id := m.Header.Get(hdrID)
+	ms, _ := strconv.ParseInt(m.Header.Get(hdrTimeout), 10, 64)
+	p.mu.Lock()
+	if p.closed || id == "" || ms <= 0 {
+		p.mu.Unlock()
+		return
+	}
+	// The forwarder gives up at the caller's deadline and then sends a cancel; the
+	// home's own deadline comes a little later, so that the caller never gets
+	// what a call cut short by the home's deadline answered instead of the
+	// deadline error.
+	ctx, cancel := context.WithTimeout(p.ctx, time.Duration(ms)*time.Millisecond+deadlineGrace)
+	p.inflight[id] = cancel
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			delete(p.inflight, id)
+			p.mu.Unlock()
+			cancel()
+		}()
+		hdr := http.Header{}
+		for k, vs := range m.Header {
+			if !strings.HasPrefix(k, "Taskrt-Forward-") {
+				hdr[k] = vs
+			}
+		}
+		resp := h(ctx, Request{Header: hdr, Body: m.Data})
+		out := nats.NewMsg(m.Reply)
+		for k, vs := range resp.Header {
+			for _, v := range vs {
+				out.Header.Add(k, v)
+			}
+		}
+		out.Header.Set(hdrStatus, strconv.Itoa(resp.Status))
+		out.Data = resp.Body
+		if int64(len(out.Data))+4096 > p.nc.MaxPayload() {
+			out = nats.NewMsg(m.Reply)
+			out.Header.Set(hdrError, fmt.Sprintf("the answer (%d bytes) is larger than the NATS payload limit (%d bytes)", len(resp.Body), p.nc.MaxPayload()))
+		}
+		if err := m.RespondMsg(out); err != nil {
+			p.cfg.log.Debug("placement: answering a forwarded request", "err", err)
+		}
+	}()
+}
