@@ -195,7 +195,9 @@ func TestPageShowsOutputFull(t *testing.T) {
 	events := p.open(t, livepage.EventsPath)
 	decode[wireSnapshot](t, events.next(t), "snapshot")
 	p.register(t, "a1")
-	id, err := p.rt.Tasks().Start(bg, p.bash.Spec("a1", bash.Command{Command: "seq 1 100000", BlockOutput: true}))
+	// seq 1 8000 writes 38,894 bytes: it fills a read's worth (32 KiB) and waits;
+	// after one read what is left fits, so the task is full once, then not.
+	id, err := p.rt.Tasks().Start(bg, p.bash.Spec("a1", bash.Command{Command: "seq 1 8000", BlockOutput: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
