@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/internal/outputtest"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/output"
 )
@@ -25,32 +25,6 @@ import (
 // settleMargin is what a loaded machine may add to a grace before a blocked task
 // is gone: a failure bound, not a figure.
 const settleMargin = 5 * time.Second
-
-// seqDigest is the sha256 and size of what `seq -w 1 n` writes.
-func seqDigest(n int) ([32]byte, int64) {
-	width := len(strconv.Itoa(n))
-	h := sha256.New()
-	buf := make([]byte, 0, 64<<10)
-	var size int64
-	for i := 1; i <= n; i++ {
-		s := strconv.Itoa(i)
-		for range width - len(s) {
-			buf = append(buf, '0')
-		}
-		buf = append(buf, s...)
-		buf = append(buf, '\n')
-		if len(buf) > cap(buf)-32 {
-			h.Write(buf)
-			size += int64(len(buf))
-			buf = buf[:0]
-		}
-	}
-	h.Write(buf)
-	size += int64(len(buf))
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum, size
-}
 
 // readAll reads id to its end as a slow owner would: it reads only once the
 // task says its output is full (or the task settled), and returns the digest of
@@ -91,7 +65,7 @@ func TestBlockModeDeliversEveryByteInOrder(t *testing.T) {
 	if testing.Short() {
 		n = 200_000
 	}
-	want, wantSize := seqDigest(n)
+	want, wantSize := outputtest.SeqDigest(n, true)
 	p := newTestProducer(t, WithOutput(output.WithMaxRead(256<<10), output.WithMemory(32<<10, 256<<10)))
 	rt := newRuntime(t)
 	id, err := rt.Tasks().Start(context.Background(), p.Spec("", Command{Command: fmt.Sprintf("seq -w 1 %d", n), BlockOutput: true}))

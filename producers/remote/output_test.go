@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/internal/outputtest"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/output"
@@ -33,36 +33,6 @@ import (
 // `seq -w 1 4000000` is 30.5 MiB, a few seconds under -race on two loaded cores;
 // `make stress` runs it with 23301689 lines, 200 MiB.
 var blockLines = flag.Int("block-lines", 4_000_000, "lines of `seq -w` the block-mode flood through a worker writes (23301689: 200 MiB)")
-
-// seqDigest is the sha256 and size of what `seq 1 n` (width 0) or `seq -w 1 n`
-// writes.
-func seqDigest(n int, w bool) ([32]byte, int64) {
-	width := 0
-	if w {
-		width = len(strconv.Itoa(n))
-	}
-	h := sha256.New()
-	buf := make([]byte, 0, 64<<10)
-	var size int64
-	for i := 1; i <= n; i++ {
-		s := strconv.Itoa(i)
-		for range width - len(s) {
-			buf = append(buf, '0')
-		}
-		buf = append(buf, s...)
-		buf = append(buf, '\n')
-		if len(buf) > cap(buf)-32 {
-			h.Write(buf)
-			size += int64(len(buf))
-			buf = buf[:0]
-		}
-	}
-	h.Write(buf)
-	size += int64(len(buf))
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	return sum, size
-}
 
 // held is the sha256 and size of every byte the owner node holds of id's output
 // (observer reads by offset: the spill file keeps them), and whether any was
@@ -122,7 +92,7 @@ var bigReads = []output.Option{output.WithMaxRead(256 << 10), output.WithMemory(
 
 func TestBlockModeThroughAWorkerDeliversEveryByteInOrder(t *testing.T) {
 	n := *blockLines
-	want, wantSize := seqDigest(n, true)
+	want, wantSize := outputtest.SeqDigest(n, true)
 	c := newCluster(t)
 	c.worker("w1", WithBashOptions(bash.WithOutput(bigReads...)))
 	o := c.owner(WithOutput(bigReads...))
@@ -142,7 +112,7 @@ func TestBlockModeThroughAWorkerDeliversEveryByteInOrder(t *testing.T) {
 // once, in order, with no marker of anything dropped.
 func TestFloodThroughAWorkerArrivesWhole(t *testing.T) {
 	const n = 3_000_000 // `seq 1 n`: 20.9 MB
-	want, wantSize := seqDigest(n, false)
+	want, wantSize := outputtest.SeqDigest(n, false)
 	c := newCluster(t)
 	c.worker("w1")
 	o := c.owner()
@@ -159,7 +129,7 @@ func TestFloodThroughAWorkerArrivesWhole(t *testing.T) {
 // consumer) are sent again; bytes that arrive twice are taken once.
 func TestLostFramesAndGrantsAreSentAgain(t *testing.T) {
 	const n = 1_500_000 // 10.9 MB
-	want, wantSize := seqDigest(n, false)
+	want, wantSize := outputtest.SeqDigest(n, false)
 	c := newCluster(t)
 	w, _ := c.worker("w1")
 	o := c.owner(WithOutputWindow(256 << 10))
@@ -210,7 +180,7 @@ func TestLostFramesAndGrantsAreSentAgain(t *testing.T) {
 // holds every byte once: nothing acknowledged is lost, nothing is taken twice.
 func TestWorkerCutOffMidFloodLosesNothingAndDuplicatesNothing(t *testing.T) {
 	const half = 1_000_000
-	want, wantSize := seqDigest(2*half, false)
+	want, wantSize := outputtest.SeqDigest(2*half, false)
 	p := newPartitioned(t)
 	// A lease long enough that the cut fences nobody; a window small enough that
 	// what the worker sends into the cut socket fits in the kernel's buffers.
@@ -219,7 +189,7 @@ func TestWorkerCutOffMidFloodLosesNothingAndDuplicatesNothing(t *testing.T) {
 	o := ownerOn(t, p.conn(), WithLease(lease), WithOutputWindow(256<<10))
 	goOn := filepath.Join(t.TempDir(), "go-on")
 	id := o.start(t, "", bash.Command{Command: fmt.Sprintf(`seq 1 %d; while [ ! -e %s ]; do sleep 0.01; done; seq %d %d`, half, goOn, half+1, 2*half)})
-	_, firstSize := seqDigest(half, false)
+	_, firstSize := outputtest.SeqDigest(half, false)
 	require.Eventually(t, func() bool {
 		pk, err := o.rt.Tasks().Peek(context.Background(), id, "", 0, 1)
 		return err == nil && pk.Written == firstSize
