@@ -3,19 +3,17 @@
 package mcpserver_test
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/taskrt/taskrt/internal/pagetest"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 )
@@ -37,157 +35,27 @@ func pageServer(t *testing.T, srv *mcpserver.Server, token string) *httptest.Ser
 	return hs
 }
 
-// ---- the page's wire format, as a browser reads it ----
+// The page's wire format and an SSE client, as a browser reads them
+// (internal/pagetest).
+type (
+	wireTask     = pagetest.Task
+	wireSnapshot = pagetest.Snapshot
+	wireEvent    = pagetest.Event
+	wireOutput   = pagetest.Output
+	wireEnd      = pagetest.End
+	sseMsg       = pagetest.Msg
+	stream       = pagetest.Stream
+)
 
-type wireTask struct {
-	ID       string    `json:"id"`
-	Kind     string    `json:"kind"`
-	Label    string    `json:"label"`
-	Owner    string    `json:"owner"`
-	Status   string    `json:"status"`
-	Detail   string    `json:"detail"`
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
-	Evicted  bool      `json:"evicted"`
-	Watches  int       `json:"watches"`
-}
+var (
+	openStream = pagetest.Open
+	readTail   = pagetest.ReadTail
+)
 
-type wireSnapshot struct {
-	Now    time.Time `json:"now"`
-	Agents []struct {
-		ID      string    `json:"id"`
-		Since   time.Time `json:"since"`
-		Evicted int       `json:"evicted"`
-	} `json:"agents"`
-	Tasks []wireTask `json:"tasks"`
-}
-
-type wireEvent struct {
-	Kind   string    `json:"kind"`
-	Agent  string    `json:"agent"`
-	Task   *wireTask `json:"task"`
-	Bytes  *int64    `json:"bytes"`
-	Missed int       `json:"missed"`
-}
-
-type wireOutput struct {
-	Offset int64  `json:"offset"`
-	Next   int64  `json:"next"`
-	Missed int64  `json:"missed"`
-	Data   []byte `json:"data"`
-}
-
-type wireEnd struct {
-	Reason string `json:"reason"`
-	Status string `json:"status"`
-	Detail string `json:"detail"`
-	Next   int64  `json:"next"`
-}
-
-// ---- an SSE client ----
-
-// sseMsg is one Server-Sent Events message.
-type sseMsg struct{ event, id, data string }
-
-// stream is an open SSE response read on a goroutine of the test.
-type stream struct {
-	resp *http.Response
-	msgs chan sseMsg   // closed at the end of the stream
-	quit chan struct{} // closed by the cleanup
-	done chan struct{} // closed when the reader returned
-}
-
-// openStream GETs url with hc and fails the test unless it answers 200 with an
-// event stream. The response is closed at the end of the test.
-func openStream(t *testing.T, hc *http.Client, url string, header ...string) *stream {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("GET %s: %d %s (%s)", url, resp.StatusCode, resp.Header.Get("Content-Type"), b)
-	}
-	s := &stream{resp: resp, msgs: make(chan sseMsg), quit: make(chan struct{}), done: make(chan struct{})}
-	go s.read()
-	t.Cleanup(func() {
-		close(s.quit)
-		resp.Body.Close()
-		<-s.done
-	})
-	return s
-}
-
-func (s *stream) read() {
-	defer close(s.done)
-	defer close(s.msgs)
-	sc := bufio.NewScanner(s.resp.Body)
-	sc.Buffer(nil, 4<<20)
-	var m sseMsg
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if m.event == "" && m.data == "" {
-				continue // a comment's end
-			}
-			select {
-			case s.msgs <- m:
-			case <-s.quit:
-				return
-			}
-			m = sseMsg{}
-		case strings.HasPrefix(line, "event: "):
-			m.event = line[len("event: "):]
-		case strings.HasPrefix(line, "id: "):
-			m.id = line[len("id: "):]
-		case strings.HasPrefix(line, "data: "):
-			m.data += line[len("data: "):]
-		}
-	}
-}
-
-// next returns the next message; it fails the test when the stream ends first.
-func (s *stream) next(t *testing.T) sseMsg {
-	t.Helper()
-	select {
-	case m, ok := <-s.msgs:
-		if !ok {
-			t.Fatal("the stream ended")
-		}
-		return m
-	case <-time.After(time.Minute):
-		t.Fatal("no message within a minute")
-		return sseMsg{}
-	}
-}
-
-// decode reads m as event name with JSON data into v.
+// decode reads m as event name with JSON data into a T.
 func decode[T any](t *testing.T, m sseMsg, name string) T {
 	t.Helper()
-	var v T
-	if m.event != name {
-		t.Fatalf("message %q (%s), want %q", m.event, m.data, name)
-	}
-	if err := json.Unmarshal([]byte(m.data), &v); err != nil {
-		t.Fatalf("%v in %s", err, m.data)
-	}
-	return v
-}
-
-// nextEvent skips nothing: it returns the next message as a runtime event.
-func (s *stream) nextEvent(t *testing.T) wireEvent {
-	t.Helper()
-	return decode[wireEvent](t, s.next(t), "event")
+	return pagetest.Decode[T](t, m, name)
 }
 
 // ---- the tests: the Server as the page's source, and the embedder's entry points
@@ -200,15 +68,15 @@ func TestPageSessions(t *testing.T) {
 	srv := newServer(t)
 	hs := pageServer(t, srv, "")
 	events := openStream(t, httpClient(t, ""), hs.URL+mcpserver.EventsPath)
-	if snap := decode[wireSnapshot](t, events.next(t), "snapshot"); len(snap.Agents) != 0 || len(snap.Tasks) != 0 {
+	if snap := decode[wireSnapshot](t, events.Next(t), "snapshot"); len(snap.Agents) != 0 || len(snap.Tasks) != 0 {
 		t.Fatalf("first snapshot = %+v, want empty", snap)
 	}
 	c := connectHTTP(t, hs, "")
-	if ev := events.nextEvent(t); ev.Kind != "agent-registered" || ev.Agent != "mcp-1" {
+	if ev := events.NextEvent(t); ev.Kind != "agent-registered" || ev.Agent != "mcp-1" {
 		t.Fatalf("first event = %+v, want agent-registered mcp-1", ev)
 	}
 	connectHTTP(t, hs, "")
-	if ev := events.nextEvent(t); ev.Kind != "agent-registered" || ev.Agent != "mcp-2" {
+	if ev := events.NextEvent(t); ev.Kind != "agent-registered" || ev.Agent != "mcp-2" {
 		t.Fatalf("second event = %+v, want agent-registered mcp-2", ev)
 	}
 	res := c.call(t, "bash", map[string]any{"command": "read l < " + fifo(t), "run_in_background": true})
@@ -224,7 +92,7 @@ func TestPageSessions(t *testing.T) {
 	}
 
 	t.Run("a new page's snapshot lists the sessions in the order they began, with their tasks", func(t *testing.T) {
-		snap := decode[wireSnapshot](t, openStream(t, httpClient(t, ""), hs.URL+mcpserver.EventsPath).next(t), "snapshot")
+		snap := decode[wireSnapshot](t, openStream(t, httpClient(t, ""), hs.URL+mcpserver.EventsPath).Next(t), "snapshot")
 		var agents []string
 		for _, a := range snap.Agents {
 			agents = append(agents, a.ID+" "+strconv.FormatBool(!a.Since.IsZero()))
@@ -245,7 +113,7 @@ func TestPageSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for {
-			ev := events.nextEvent(t)
+			ev := events.NextEvent(t)
 			if ev.Task != nil {
 				t.Fatalf("task event %s of %s after every task settled", ev.Kind, ev.Task.ID)
 			}
@@ -263,7 +131,7 @@ func taskKinds(t *testing.T, events *stream, id, owner string) string {
 	t.Helper()
 	var kinds []string
 	for len(kinds) == 0 || kinds[len(kinds)-1] != "task-settled" {
-		ev := events.nextEvent(t)
+		ev := events.NextEvent(t)
 		if ev.Task == nil || ev.Task.ID != id || ev.Agent != owner || ev.Task.Owner != owner {
 			t.Fatalf("event %+v, want one of %s, owned by %s", ev, id, owner)
 		}
@@ -283,22 +151,17 @@ func TestPageServerClose(t *testing.T) {
 	c := connectHTTP(t, hs, "")
 	c.call(t, "bash", map[string]any{"command": "read l < " + fifo(t), "run_in_background": true})
 	events := openStream(t, hc, hs.URL+mcpserver.EventsPath)
-	decode[wireSnapshot](t, events.next(t), "snapshot")
+	decode[wireSnapshot](t, events.Next(t), "snapshot")
 	tail := openStream(t, hc, hs.URL+mcpserver.TailPath+"?task=bash-1")
 	if err := srv.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		m, ok := <-events.msgs
-		if !ok {
-			break
-		}
-		if m.event == "snapshot" {
-			t.Errorf("a snapshot after the close: %s", m.data)
+	for _, m := range events.Rest(t) {
+		if m.Event == "snapshot" {
+			t.Errorf("a snapshot after the close: %s", m.Data)
 		}
 	}
-	for range tail.msgs { // the kill's end, if the stream saw it before it closed
-	}
+	tail.Rest(t) // the kill's end, if the stream saw it before it closed
 	resp, err := hc.Get(hs.URL + "/")
 	if err != nil {
 		t.Fatal(err)
@@ -312,25 +175,6 @@ func TestPageServerClose(t *testing.T) {
 // tailURL is the tail of task id from offset off.
 func tailURL(hs *httptest.Server, id messages.TaskID, off int64) string {
 	return hs.URL + mcpserver.TailPath + "?task=" + string(id) + "&offset=" + strconv.FormatInt(off, 10)
-}
-
-// readTail reads output messages until they carry want (as text), returning the
-// last offset.
-func readTail(t *testing.T, s *stream, off int64, want string) int64 {
-	t.Helper()
-	var got strings.Builder
-	for got.String() != want {
-		o := decode[wireOutput](t, s.next(t), "output")
-		if o.Offset != off || o.Missed != 0 || o.Next != o.Offset+int64(len(o.Data)) {
-			t.Fatalf("output %+v after offset %d", o, off)
-		}
-		got.Write(o.Data)
-		off = o.Next
-		if !strings.HasPrefix(want, got.String()) {
-			t.Fatalf("tail = %q, want %q", got.String(), want)
-		}
-	}
-	return off
 }
 
 func TestPageToken(t *testing.T) {
@@ -396,7 +240,7 @@ func TestPageNeverReports(t *testing.T) {
 	c, _ := serve(t, srv)
 	c.setLogLevel(t)
 	events := openStream(t, hc, hs.URL+mcpserver.EventsPath)
-	decode[wireSnapshot](t, events.next(t), "snapshot")
+	decode[wireSnapshot](t, events.Next(t), "snapshot")
 	// The command waits for the test, so that its notice cannot ride on the start's
 	// own result.
 	gate := fifo(t)
@@ -413,13 +257,13 @@ func TestPageNeverReports(t *testing.T) {
 	release(t, gate, "go")
 	// The page watches the task to its end: events, then its whole tail.
 	for {
-		if ev := events.nextEvent(t); ev.Kind == "task-settled" && ev.Task.ID == string(h.ID) {
+		if ev := events.NextEvent(t); ev.Kind == "task-settled" && ev.Task.ID == string(h.ID) {
 			break
 		}
 	}
 	tail := openStream(t, hc, tailURL(hs, h.ID, 0))
 	readTail(t, tail, 0, "done-output\n")
-	if end := decode[wireEnd](t, tail.next(t), "end"); end.Reason != "settled" || end.Status != "completed" {
+	if end := decode[wireEnd](t, tail.Next(t), "end"); end.Reason != "settled" || end.Status != "completed" {
 		t.Fatalf("end = %+v", end)
 	}
 	// The notice is pending once it went out as a log message.

@@ -51,7 +51,7 @@ func followTasks(t *testing.T, events *stream, owner string, n int, started func
 	t.Helper()
 	h := history{ids: map[string]string{}, kinds: map[string][]string{}, final: map[string]wireTask{}, bytes: map[string]int64{}}
 	for settled := 0; settled < n; {
-		ev := events.nextEvent(t)
+		ev := events.NextEvent(t)
 		if ev.Task == nil {
 			t.Fatalf("event without a task: %+v", ev)
 		}
@@ -100,13 +100,13 @@ func (p *page) startAtOnce(t *testing.T, owner messages.AgentID, commands ...str
 func TestPageEventsInOrder(t *testing.T) {
 	p := newPage(t, setup{})
 	events := p.open(t, livepage.EventsPath)
-	snap := decode[wireSnapshot](t, events.next(t), "snapshot")
+	snap := decode[wireSnapshot](t, events.Next(t), "snapshot")
 	if len(snap.Agents) != 0 || len(snap.Tasks) != 0 {
 		t.Fatalf("first snapshot = %+v, want empty", snap)
 	}
 
 	p.register(t, "a1")
-	if ev := events.nextEvent(t); ev.Kind != "agent-registered" || ev.Agent != "a1" {
+	if ev := events.NextEvent(t); ev.Kind != "agent-registered" || ev.Agent != "a1" {
 		t.Fatalf("first event = %+v, want agent-registered a1", ev)
 	}
 	path := fifo(t)
@@ -144,7 +144,7 @@ func TestPageEventsInOrder(t *testing.T) {
 	}
 
 	t.Run("a new page's snapshot lists the owner and its tasks", func(t *testing.T) {
-		snap := decode[wireSnapshot](t, p.open(t, livepage.EventsPath).next(t), "snapshot")
+		snap := decode[wireSnapshot](t, p.open(t, livepage.EventsPath).Next(t), "snapshot")
 		if len(snap.Agents) != 1 || snap.Agents[0].ID != "a1" || snap.Agents[0].Since.IsZero() {
 			t.Errorf("agents = %+v, want a1 with its start", snap.Agents)
 		}
@@ -163,7 +163,7 @@ func TestPageEventsInOrder(t *testing.T) {
 	t.Run("the owner's disposal comes after its tasks' events", func(t *testing.T) {
 		p.dispose(t, "a1")
 		for {
-			ev := events.nextEvent(t)
+			ev := events.NextEvent(t)
 			if ev.Task != nil {
 				t.Fatalf("task event %s of %s after every task settled", ev.Kind, ev.Task.ID)
 			}
@@ -192,7 +192,7 @@ func TestPageSnapshotOrder(t *testing.T) {
 			ft.Finish(messages.Outcome{Status: messages.Completed})
 		}
 	}()
-	snap := decode[wireSnapshot](t, p.open(t, livepage.EventsPath).next(t), "snapshot")
+	snap := decode[wireSnapshot](t, p.open(t, livepage.EventsPath).Next(t), "snapshot")
 	var agents, tasks []string
 	for _, a := range snap.Agents {
 		agents = append(agents, a.ID)
@@ -267,7 +267,7 @@ func TestPageEventsOverflow(t *testing.T) {
 	g := newGate()
 	p := newPage(t, setup{page: []livepage.Option{livepage.WithEventBuffer(buffer)}, wrap: g.wrap})
 	events := p.open(t, livepage.EventsPath)
-	decode[wireSnapshot](t, events.next(t), "snapshot")
+	decode[wireSnapshot](t, events.Next(t), "snapshot")
 
 	tasks := p.rt.Tasks()
 	start := func(label string) {
@@ -292,7 +292,7 @@ func TestPageEventsOverflow(t *testing.T) {
 	}
 	g.release()
 	for i := range buffer + 1 {
-		if ev := events.nextEvent(t); ev.Kind != "task-started" || ev.Task.Label != "t"+strconv.Itoa(i+1) {
+		if ev := events.NextEvent(t); ev.Kind != "task-started" || ev.Task.Label != "t"+strconv.Itoa(i+1) {
 			t.Fatalf("event %d = %s %+v, want task-started t%d", i+1, ev.Kind, ev.Task, i+1)
 		}
 	}
@@ -302,13 +302,13 @@ func TestPageEventsOverflow(t *testing.T) {
 	//    the overflow, and the event after it may or may not have reached that
 	//    batch (the subscription delivers it on its own goroutine).
 	start("last")
-	if ev := events.nextEvent(t); ev.Kind != "overflow" || ev.Missed != missed {
+	if ev := events.NextEvent(t); ev.Kind != "overflow" || ev.Missed != missed {
 		t.Errorf("after the gap: %+v, want overflow of %d", ev, missed)
 	}
 	var sawLast, sawSnapshot bool
 	for range 2 {
-		m := events.next(t)
-		switch m.event {
+		m := events.Next(t)
+		switch m.Event {
 		case "snapshot":
 			snap := decode[wireSnapshot](t, m, "snapshot")
 			if got, want := len(snap.Tasks), 1+buffer+missed+1; got != want {
@@ -377,11 +377,11 @@ func TestPageRefusals(t *testing.T) {
 	})
 	t.Run("streams end and new requests are refused once the Source shuts down", func(t *testing.T) {
 		events := p.open(t, livepage.EventsPath)
-		decode[wireSnapshot](t, events.next(t), "snapshot")
+		decode[wireSnapshot](t, events.Next(t), "snapshot")
 		tail := p.open(t, livepage.TailPath+"?task=bash-1")
 		p.src.shutDown()
-		events.ended(t)
-		tail.ended(t)
+		events.Ended(t)
+		tail.Ended(t)
 		if code, _, _ := p.do(t, http.MethodGet, "/", ""); code != http.StatusServiceUnavailable {
 			t.Errorf("GET / after the shutdown: %d, want 503", code)
 		}

@@ -58,11 +58,11 @@ func TestPageTail(t *testing.T) {
 		ft.Emit("four\n")
 		ft.Finish(messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"})
 		readTail(t, tail, off+6, "four\n")
-		end := decode[wireEnd](t, tail.next(t), "end")
+		end := decode[wireEnd](t, tail.Next(t), "end")
 		if want := (wireEnd{Reason: "settled", Status: "completed", Detail: "exit code: 0", Next: 19}); end != want {
 			t.Errorf("end = %+v, want %+v", end, want)
 		}
-		tail.ended(t)
+		tail.Ended(t)
 		res, err := tasks.Read(bg, id, "a1")
 		if err != nil || res.Output != "three\nfour\n" {
 			t.Errorf("Read after the tail ended = %q (%v), want the rest, three\\nfour\\n", res.Output, err)
@@ -78,10 +78,10 @@ func TestPageTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := openStream(t, p.hc, p.tailURL(id, 0))
-		if end := decode[wireEnd](t, s.next(t), "end"); end.Reason != "no-output" || end.Status != "running" {
+		if end := decode[wireEnd](t, s.Next(t), "end"); end.Reason != "no-output" || end.Status != "running" {
 			t.Errorf("end = %+v, want no-output while running", end)
 		}
-		s.ended(t)
+		s.Ended(t)
 		ft.Finish(messages.Outcome{Status: messages.Completed, Output: "answer"})
 	})
 	t.Run("data is the raw bytes, base64 in JSON", func(t *testing.T) {
@@ -92,8 +92,8 @@ func TestPageTail(t *testing.T) {
 			t.Fatal(err)
 		}
 		ft.Emit("\xff\x00<b>é\n")
-		m := openStream(t, p.hc, p.tailURL(id, 0)).next(t)
-		if want := base64.StdEncoding.EncodeToString([]byte("\xff\x00<b>é\n")); !strings.Contains(m.data, `"data":"`+want+`"`) || m.id != "8" {
+		m := openStream(t, p.hc, p.tailURL(id, 0)).Next(t)
+		if want := base64.StdEncoding.EncodeToString([]byte("\xff\x00<b>é\n")); !strings.Contains(m.Data, `"data":"`+want+`"`) || m.ID != "8" {
 			t.Errorf("message %+v, want data %s and id 8", m, want)
 		}
 		ft.Finish(messages.Outcome{Status: messages.Completed})
@@ -114,7 +114,7 @@ func testWatches(t *testing.T, p *page, id messages.TaskID) {
 	watches := func() map[string]int {
 		t.Helper()
 		got := map[string]int{}
-		for _, task := range decode[wireSnapshot](t, p.open(t, livepage.EventsPath).next(t), "snapshot").Tasks {
+		for _, task := range decode[wireSnapshot](t, p.open(t, livepage.EventsPath).Next(t), "snapshot").Tasks {
 			got[task.ID] = task.Watches
 		}
 		return got
@@ -148,8 +148,8 @@ func testTailMissed(t *testing.T, p *page) {
 	s := openStream(t, p.hc, p.tailURL(id, 0))
 	var got []wireOutput
 	for {
-		m := s.next(t)
-		if m.event == "end" {
+		m := s.Next(t)
+		if m.Event == "end" {
 			break
 		}
 		got = append(got, decode[wireOutput](t, m, "output"))
@@ -178,7 +178,7 @@ func TestPageTailOfBash(t *testing.T) {
 	release(t, second, "beta")
 	off = readTail(t, tail, off, "beta\n")
 	p.kill(t, id, "a1")
-	end := decode[wireEnd](t, tail.next(t), "end")
+	end := decode[wireEnd](t, tail.Next(t), "end")
 	if end.Reason != "settled" || end.Status != "killed" || end.Next != off {
 		t.Errorf("end = %+v, want settled, killed, at %d", end, off)
 	}
@@ -193,7 +193,7 @@ func TestPageTailOfBash(t *testing.T) {
 func TestPageShowsOutputFull(t *testing.T) {
 	p := newPage(t, setup{})
 	events := p.open(t, livepage.EventsPath)
-	decode[wireSnapshot](t, events.next(t), "snapshot")
+	decode[wireSnapshot](t, events.Next(t), "snapshot")
 	p.register(t, "a1")
 	// seq 1 8000 writes 38,894 bytes: it fills a read's worth (32 KiB) and waits;
 	// after one read what is left fits, so the task is full once, then not.
@@ -204,7 +204,7 @@ func TestPageShowsOutputFull(t *testing.T) {
 	openStream(t, p.hc, p.tailURL(id, 0)) // an observer nobody reads from
 	want := []bool{true, false}
 	for len(want) > 0 {
-		ev := events.nextEvent(t)
+		ev := events.NextEvent(t)
 		if ev.Kind != "task-output-full" {
 			continue
 		}
@@ -227,7 +227,7 @@ func TestPageTailEnds(t *testing.T) {
 	tasks := p.rt.Tasks()
 	t.Run("an evicted task's tail ends, saying so", func(t *testing.T) {
 		events := p.open(t, livepage.EventsPath)
-		decode[wireSnapshot](t, events.next(t), "snapshot")
+		decode[wireSnapshot](t, events.Next(t), "snapshot")
 		ft := fake.New(true)
 		ft.Buffered()
 		id, err := tasks.Start(bg, ft.Spec("fake", "evicted soon", "a1"))
@@ -236,7 +236,7 @@ func TestPageTailEnds(t *testing.T) {
 		}
 		tail := openStream(t, p.hc, p.tailURL(id, 0))
 		ft.Finish(messages.Outcome{Status: messages.Completed})
-		if end := decode[wireEnd](t, tail.next(t), "end"); end.Reason != "settled" {
+		if end := decode[wireEnd](t, tail.Next(t), "end"); end.Reason != "settled" {
 			t.Fatalf("end = %+v, want settled", end)
 		}
 		next := fake.New(true)
@@ -245,15 +245,15 @@ func TestPageTailEnds(t *testing.T) {
 		}
 		next.Finish(messages.Outcome{Status: messages.Completed}) // retention 1: id is evicted
 		for {
-			if ev := events.nextEvent(t); ev.Kind == "task-evicted" && ev.Task.ID == string(id) {
+			if ev := events.NextEvent(t); ev.Kind == "task-evicted" && ev.Task.ID == string(id) {
 				break
 			}
 		}
 		s := openStream(t, p.hc, p.tailURL(id, 0))
-		if end := decode[wireEnd](t, s.next(t), "end"); end.Reason != "evicted" || end.Status != "completed" {
+		if end := decode[wireEnd](t, s.Next(t), "end"); end.Reason != "evicted" || end.Status != "completed" {
 			t.Errorf("end = %+v, want evicted, completed", end)
 		}
-		s.ended(t)
+		s.Ended(t)
 	})
 	t.Run("a tail ends when its owner goes, its task gone with it", func(t *testing.T) {
 		p.register(t, "a2")
@@ -265,10 +265,10 @@ func TestPageTailEnds(t *testing.T) {
 		}
 		tail := openStream(t, p.hc, p.tailURL(id, 0))
 		p.dispose(t, "a2")
-		end := decode[wireEnd](t, tail.next(t), "end")
+		end := decode[wireEnd](t, tail.Next(t), "end")
 		if end.Reason != "settled" && end.Reason != "gone" {
 			t.Errorf("end = %+v, want settled or gone", end)
 		}
-		tail.ended(t)
+		tail.Ended(t)
 	})
 }
