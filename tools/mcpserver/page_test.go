@@ -38,10 +38,7 @@ func pageServer(t *testing.T, srv *mcpserver.Server, token string) *httptest.Ser
 // The page's wire format and an SSE client, as a browser reads them
 // (internal/pagetest).
 type (
-	wireTask     = pagetest.Task
 	wireSnapshot = pagetest.Snapshot
-	wireEvent    = pagetest.Event
-	wireOutput   = pagetest.Output
 	wireEnd      = pagetest.End
 	sseMsg       = pagetest.Msg
 	stream       = pagetest.Stream
