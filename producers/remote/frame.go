@@ -22,12 +22,14 @@ import (
 // the buffer behind the header, so a frame costs no encoding and no copy of the
 // output beyond the ones the NATS client makes.
 //
-// A grant is a 26-byte header and the task key:
+// A grant is a 34-byte header and the task key:
 //
-//	[0] version (1)  [1] flags  [2:10] oepoch  [10:18] acked  [18:26] limit  [26:] task
+//	[0] version (2)  [1] flags  [2:10] oepoch  [10:18] acked  [18:26] limit  [26:34] cursor  [34:] task
 //
 // acked: the owner node holds every byte before it; limit: the worker may send up
-// to that offset, never past it. Both only grow.
+// to that offset, never past it. Both only grow. cursor (scope-owned tasks only,
+// else 0): the worker-side offset up to which the owner's consuming reads have
+// returned the output; an adopter's stream starts there.
 type frame struct {
 	task, worker   string
 	wepoch, oepoch uint64
@@ -61,8 +63,8 @@ const (
 	// maxFrameHeader is the longest frame header: a task key and a worker name
 	// are at most 64 bytes each (checkName).
 	maxFrameHeader = frameFixed + 2 + 2*64
-	grantVersion   = 1
-	grantHeader    = 26
+	grantVersion   = 2
+	grantHeader    = 34
 )
 
 // frameHead is a task's frame header with from, off and flags zero: each frame
@@ -127,6 +129,7 @@ type grant struct {
 	oepoch uint64 // the owner node's epoch the task runs under
 	acked  int64  // the owner node holds every byte before
 	limit  int64  // no frame may reach past it
+	cursor int64  // the consuming reads' worker-side offset (scope-owned tasks)
 	flags  byte
 }
 
@@ -136,6 +139,7 @@ func (g grant) encode() []byte {
 	binary.BigEndian.PutUint64(b[2:], g.oepoch)
 	binary.BigEndian.PutUint64(b[10:], uint64(g.acked))
 	binary.BigEndian.PutUint64(b[18:], uint64(g.limit))
+	binary.BigEndian.PutUint64(b[26:], uint64(g.cursor))
 	return append(b, g.task...)
 }
 
@@ -148,9 +152,10 @@ func parseGrant(b []byte) (grant, bool) {
 		oepoch: binary.BigEndian.Uint64(b[2:]),
 		acked:  int64(binary.BigEndian.Uint64(b[10:])),
 		limit:  int64(binary.BigEndian.Uint64(b[18:])),
+		cursor: int64(binary.BigEndian.Uint64(b[26:])),
 		task:   string(b[grantHeader:]),
 	}
-	if g.acked < 0 || g.limit < g.acked {
+	if g.acked < 0 || g.limit < g.acked || g.cursor < 0 {
 		return grant{}, false
 	}
 	return g, true

@@ -131,9 +131,12 @@ type holder struct {
 	// returns, without blocking on the network.
 	fence func(epoch uint64, why string)
 
-	mu    sync.Mutex // protects epoch and held
+	mu    sync.Mutex // protects epoch, held and validTo
 	epoch uint64     // the current lease's epoch (its creating revision)
 	held  bool
+	// validTo is when the holder would fence itself without another successful
+	// renewal: the last one's send time plus fenceAfter (monotonic).
+	validTo time.Time
 
 	rev    uint64    // last revision written; the holder's goroutine only
 	sentAt time.Time // when the last successful write was sent; the holder's goroutine only
@@ -152,6 +155,15 @@ func (h *holder) current() (uint64, error) {
 	return h.epoch, nil
 }
 
+// valid reports whether the lease is held and its last successful write was sent
+// less than fenceAfter ago, on the monotonic clock, now: it does not wait for the
+// holder's goroutine to notice (a process resumed from SIGSTOP reads false at once).
+func (h *holder) valid() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held && time.Now().Before(h.validTo)
+}
+
 // acquire creates the lease. A key that exists belongs to a live holder or to a
 // lapsed one that an observer has not ended yet; acquire tries again every
 // renewEvery until ctx ends.
@@ -166,7 +178,7 @@ func (h *holder) acquire(ctx context.Context) error {
 		if err == nil {
 			h.rev, h.sentAt = rev, sent
 			h.mu.Lock()
-			h.epoch, h.held = rev, true
+			h.epoch, h.held, h.validTo = rev, true, sent.Add(fenceAfter(h.d))
 			h.mu.Unlock()
 			h.log.Info("remote: lease acquired", "key", h.key, "epoch", rev)
 			return nil
@@ -239,6 +251,9 @@ func (h *holder) keep(ctx context.Context) string {
 		switch {
 		case err == nil:
 			h.rev, h.sentAt = rev, sent
+			h.mu.Lock()
+			h.validTo = sent.Add(fenceAfter(h.d))
+			h.mu.Unlock()
 			wait = renewEvery(h.d) - time.Since(sent)
 		case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
 			return "renewal refused: " + err.Error()
@@ -391,6 +406,30 @@ func (w *watcher) state(key string) (epoch uint64, gone, known bool) {
 		return 0, false, false
 	}
 	return s.epoch, s.gone, true
+}
+
+// live lists the names of the leases of kind (owner, worker) that the watch shows
+// and that have not ended.
+func (w *watcher) live(kind string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var names []string
+	for k, s := range w.leases {
+		if kd, name := keyName(k); kd == kind && !s.gone {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// duration is the lease duration written into the lease at key (0: not seen).
+func (w *watcher) duration(key string) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.leases[key]; s != nil {
+		return s.d
+	}
+	return 0
 }
 
 // ended reports whether the lease of epoch at key is known to have ended.

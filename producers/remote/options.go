@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/output"
 )
@@ -45,6 +46,7 @@ type config struct {
 	// owner nodes
 	window  int64
 	outOpts []output.Option
+	scopeOf func(owner messages.AgentID) (scope string, epoch uint64, ok bool)
 	// worker
 	name     string
 	maxTasks int
@@ -52,6 +54,7 @@ type config struct {
 	bashOpts []bash.Option
 	grace    time.Duration // 0: a quarter of the lease, at most bash.DefaultGrace
 	budget   int64
+	orphan   time.Duration // 0: the owner's lease duration, at least minOrphanGrace
 }
 
 func defaultConfig() config {
@@ -204,6 +207,30 @@ func WithOutputBudget(n int64) Option {
 	return optionFunc(func(c *config) {
 		if n > 0 {
 			c.budget = n
+		}
+	})
+}
+
+// WithScopes makes the commands started for a scope's owner belong to the scope
+// rather than to this node. scopeOf maps a task's owner (the Spec's owner) to its
+// scope name and the scope's epoch; ok false for an owner that is not a scope
+// (its commands stay the node's, exactly as today). When this node's lease ends,
+// a scope's commands are not killed: the workers keep them for another node to
+// Adopt under a newer epoch of the scope. scopeOf is called at each start; it
+// must not block. Owner nodes.
+func WithScopes(scopeOf func(owner messages.AgentID) (scope string, epoch uint64, ok bool)) Option {
+	return optionFunc(func(c *config) { c.scopeOf = scopeOf })
+}
+
+// WithOrphanGrace sets how long a worker keeps a scope-owned command whose owner
+// node's lease ended, waiting for another node to adopt it, before it kills it
+// and drops it (default: the owner's lease duration, from its lease value, at
+// least 2 s). A command moved to an adopter that does not confirm (its first
+// grant) within as long is dropped the same way. Workers.
+func WithOrphanGrace(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d > 0 {
+			c.orphan = d
 		}
 	})
 }

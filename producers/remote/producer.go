@@ -57,6 +57,10 @@ type Producer struct {
 	tasks  map[string]*rtask
 	seq    uint64
 	closed bool
+
+	cbMu         sync.Mutex // protects the callbacks below
+	onFence      []func(epoch uint64)
+	onOwnerEnded []func(node string, epoch uint64)
 }
 
 // rtask is the owner node's side of one remote command.
@@ -80,6 +84,12 @@ type rtask struct {
 	cancelOnce sync.Once
 	cancelled  chan struct{} // closed by the first Cancel
 
+	// scope-owned (WithScopes, Adopt): the scope and its epoch; "" for a command
+	// of this node
+	scope      string
+	scopeEpoch uint64
+	detached   atomic.Bool // scope-owned, and this node's lease was lost: its next home adopts it
+
 	// protected by p.mu
 	worker   string
 	wepoch   uint64
@@ -97,6 +107,16 @@ type rtask struct {
 	wworker   string      // the worker: where grants go
 	resentAt  int64       // next when a resend was last asked for (-1: never)
 	onGrow    func()      // the runtime's growth callback (rout.OnGrow): also told when the task becomes full
+
+	// Scope-owned tasks only (cursor.go): the read cursor and the adoption.
+	rc         int64             // this node's consuming read cursor in out
+	marks      []offMark         // where out's offsets and the worker's part (markers of dropped bytes)
+	cursorSent int64             // the worker-side cursor of the last grant
+	blockCap   int64             // out's room when empty (block mode)
+	pending    *messages.Outcome // adopted after it ended: settles once the output up to pendingAt is here
+	pendingAt  int64
+	heard      bool        // a frame came from the worker since the adoption
+	confirm    *time.Timer // resends an adopter's first grant until a frame comes
 }
 
 // New connects an owner node to the workers on nc: it makes sure the lease bucket
@@ -208,13 +228,27 @@ func (p *Producer) Close(ctx context.Context) error {
 }
 
 // Spec declares c as a background task of owner, run on a worker: kind "bash", the
-// command's first line as its label, Start as Run.
+// command's first line as its label, Start as Run; with WithScopes, a command of
+// a scope's owner belongs to the scope.
 func (p *Producer) Spec(owner messages.AgentID, c bash.Command) messages.Spec {
 	return messages.Spec{
 		Kind:  kind,
 		Label: label(c.Command),
 		Owner: owner,
-		Run:   func() (messages.Hooks, error) { return p.Start(c) },
+		Run: func() (messages.Hooks, error) {
+			var scope string
+			var epoch uint64
+			if p.cfg.scopeOf != nil {
+				if s, e, ok := p.cfg.scopeOf(owner); ok {
+					scope, epoch = s, e
+				}
+			}
+			t, err := p.start(c, scope, epoch)
+			if err != nil {
+				return messages.Hooks{}, err
+			}
+			return t.hooks(), nil
+		},
 	}
 }
 
@@ -228,24 +262,32 @@ func (p *Producer) Spec(owner messages.AgentID, c bash.Command) messages.Spec {
 // outcome once the command's processes are gone there, or failed with "worker
 // lost: <name>" when the worker's lease ends first, or failed with "owner lease
 // lost" when this node's own lease does; Input (StdinPipe, StdinTTY) writes to the
-// command's input on the worker; Release frees the output.
+// command's input on the worker; Release frees the output; Ref is the command's
+// key, unique in the deployment. Start's commands are this node's: Spec's may
+// belong to a scope (WithScopes).
 func (p *Producer) Start(c bash.Command) (messages.Hooks, error) {
-	t, err := p.start(c)
+	t, err := p.start(c, "", 0)
 	if err != nil {
 		return messages.Hooks{}, err
 	}
+	return t.hooks(), nil
+}
+
+// hooks are the task's hooks for the runtime.
+func (t *rtask) hooks() messages.Hooks {
 	out := rout{t.out, t}
 	h := messages.Hooks{
 		Cancel:     t.cancel,
 		Done:       t.done,
 		ReadOutput: out.Read,
 		Output:     out,
-		Release:    t.out.Release,
+		Release:    t.release,
+		Ref:        t.key,
 	}
-	if c.Stdin != bash.StdinNone {
+	if t.stdin != bash.StdinNone {
 		h.Input = t.input
 	}
-	return h, nil
+	return h
 }
 
 // Run runs c on a worker in the foreground, as bash.Producer.Run does locally: it
@@ -262,7 +304,7 @@ func (p *Producer) Run(ctx context.Context, c bash.Command, timeout time.Duratio
 		// Nobody reads a foreground command's output before it ends.
 		return bash.Result{}, fmt.Errorf("%w: BlockOutput is for background commands: a foreground run reads its output only at the end", bash.ErrInvalidCommand)
 	}
-	t, err := p.start(c)
+	t, err := p.start(c, "", 0)
 	if err != nil {
 		return bash.Result{}, err
 	}
@@ -297,7 +339,7 @@ func (p *Producer) Run(ctx context.Context, c bash.Command, timeout time.Duratio
 // start places c on a worker: it registers the task (so that output arriving
 // before the answer is kept), asks P.start, and tries again when the worker that
 // answered was full after all.
-func (p *Producer) start(c bash.Command) (*rtask, error) {
+func (p *Producer) start(c bash.Command, scope string, scopeEpoch uint64) (*rtask, error) {
 	if len(c.Command) > bash.MaxCommand || strings.TrimSpace(c.Command) == "" {
 		return nil, fmt.Errorf("remote: invalid command: empty or over %d bytes", bash.MaxCommand)
 	}
@@ -315,13 +357,7 @@ func (p *Producer) start(c bash.Command) (*rtask, error) {
 	}
 	p.seq++
 	key := p.node + "-" + strconv.FormatUint(p.seq, 10)
-	oopts := p.cfg.outOpts
-	if c.BlockOutput {
-		oopts = append(oopts[:len(oopts):len(oopts)], output.WithBlocking())
-	}
-	t := &rtask{p: p, key: key, epoch: epoch, stdin: c.Stdin, block: c.BlockOutput, out: output.New(oopts...), done: make(chan messages.Outcome, 1),
-		ended: make(chan struct{}), cancelled: make(chan struct{}), exitCode: -1, resentAt: -1}
-	t.ctx, t.endCtx = context.WithCancel(context.Background())
+	t := p.newTask(key, epoch, c.Stdin, c.BlockOutput, scope, scopeEpoch, 0)
 	p.tasks[key] = t
 	p.mu.Unlock()
 	fail := func(err error) (*rtask, error) {
@@ -336,7 +372,7 @@ func (p *Producer) start(c bash.Command) (*rtask, error) {
 	t.granted = t.limitLocked()
 	t.wmu.Unlock()
 	req := encode(startReq{Task: key, Owner: p.node, Epoch: epoch, Command: c.Command, Dir: c.Dir, Env: c.Env,
-		Stdin: c.Stdin.String(), Limits: c.Limits, Block: c.BlockOutput, Grant: t.granted})
+		Stdin: c.Stdin.String(), Limits: c.Limits, Block: c.BlockOutput, Grant: t.granted, Scope: scope, ScopeEpoch: scopeEpoch})
 	var rep startReply
 	for attempt := 0; ; attempt++ {
 		msg, err := p.nc.Request(p.subj.start(), req, p.cfg.startTimeout)
@@ -377,6 +413,26 @@ func (p *Producer) start(c bash.Command) (*rtask, error) {
 	return t, nil
 }
 
+// newTask makes the owner node's side of a command whose output this node takes
+// from the worker-side offset base on. p.mu must be held.
+func (p *Producer) newTask(key string, epoch uint64, stdin bash.Stdin, block bool, scope string, scopeEpoch uint64, base int64) *rtask {
+	oopts := p.cfg.outOpts
+	if block {
+		oopts = append(oopts[:len(oopts):len(oopts)], output.WithBlocking())
+	}
+	t := &rtask{p: p, key: key, epoch: epoch, stdin: stdin, block: block, out: output.New(oopts...), done: make(chan messages.Outcome, 1),
+		ended: make(chan struct{}), cancelled: make(chan struct{}), exitCode: -1, resentAt: -1,
+		scope: scope, scopeEpoch: scopeEpoch, next: base, granted: base, ackSent: base, cursorSent: base}
+	t.ctx, t.endCtx = context.WithCancel(context.Background())
+	if scope != "" {
+		t.marks = []offMark{{local: 0, worker: base}}
+		if block {
+			t.blockCap = t.out.Room()
+		}
+	}
+	return t
+}
+
 func lostOutcome(worker string) messages.Outcome {
 	return messages.Outcome{Status: messages.Failed, Detail: "worker lost: " + worker}
 }
@@ -399,6 +455,9 @@ func (t *rtask) settle(o messages.Outcome) bool {
 	if t.ackTimer != nil {
 		t.ackTimer.Stop()
 	}
+	if t.confirm != nil {
+		t.confirm.Stop()
+	}
 	t.wmu.Unlock()
 	close(t.ended)
 	t.endCtx()
@@ -410,20 +469,57 @@ func (t *rtask) settle(o messages.Outcome) bool {
 // worker, retrying until it answers or the task settles (the worker lost, say),
 // and ends block mode here (the worker ends it there). It never blocks and never
 // fails.
+//
+// A detached task (scope-owned, this node's lease lost) settles at once here,
+// without a word to the worker: the scope's next home adopts the command.
 func (t *rtask) cancel(reason string) error {
 	t.unblock()
 	t.cancelOnce.Do(func() {
 		p := t.p
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		t.reason = reason
 		close(t.cancelled)
-		if !p.closed && !t.settled {
+		detached := t.detached.Load()
+		if !p.closed && !t.settled && !detached {
 			p.wg.Go(t.killer)
+		}
+		p.mu.Unlock()
+		if detached {
+			t.settle(detachedOutcome)
 		}
 	})
 	return nil
 }
+
+// release is Hooks.Release: it frees the output and, for a scope-owned task,
+// tells the worker to drop what it kept of the command (a few tries, in the
+// background). A detached task's command is not this node's to release.
+func (t *rtask) release() {
+	t.out.Release()
+	if t.scope == "" || t.detached.Load() {
+		return
+	}
+	p := t.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || t.worker == "" {
+		return
+	}
+	req, subj := encode(releaseReq{Task: t.key, Owner: p.node, Epoch: t.epoch}), p.subj.release(t.worker)
+	p.wg.Go(func() {
+		for range releaseTries {
+			if _, err := p.nc.Request(subj, req, 2*retransmit); err == nil || errors.Is(err, nats.ErrConnectionClosed) {
+				return
+			}
+		}
+	})
+}
+
+// releaseTries is how many times a release is sent without an answer.
+const releaseTries = 3
+
+// detachedOutcome settles a detached task that is cancelled on this node.
+var detachedOutcome = messages.Outcome{Status: messages.Failed, Detail: "detached: this frontend lost its lease; another frontend adopts its scope"}
 
 // killer sends the kill until the worker answers it, or the task settles.
 func (t *rtask) killer() {
@@ -432,8 +528,11 @@ func (t *rtask) killer() {
 	for {
 		p.mu.Lock()
 		req := encode(killReq{Task: t.key, Owner: p.node, Epoch: t.epoch, Reason: t.reason})
-		worker := t.worker
+		worker, detached := t.worker, t.detached.Load()
 		p.mu.Unlock()
+		if detached {
+			return // fence settled it: a stale home does not act
+		}
 		ctx, cancel := context.WithTimeout(t.ctx, retry)
 		msg, err := p.nc.RequestWithContext(ctx, p.subj.kill(worker), req)
 		cancel()
@@ -457,11 +556,14 @@ func (t *rtask) killer() {
 func (t *rtask) input(data []byte, eof bool) error {
 	p := t.p
 	p.mu.Lock()
-	worker, settled := t.worker, t.settled
+	worker, settled, detached := t.worker, t.settled, t.detached.Load()
 	p.mu.Unlock()
 	ended := fmt.Errorf("remote: the command has ended: %w", messages.ErrTaskEnded)
 	if settled {
 		return ended
+	}
+	if detached {
+		return errors.New("remote: " + detachedOutcome.Detail)
 	}
 	// The request ends with its answer, or a moment after the task settled: the
 	// answer to a write that ended the command (eof) may come after its outcome.
@@ -515,6 +617,10 @@ func (p *Producer) onDone(msg *nats.Msg) {
 	}
 	p.mu.Lock()
 	t := p.tasks[m.Task]
+	if t != nil && t.detached.Load() {
+		p.mu.Unlock()
+		return // a stale home takes nothing: the worker reports to the adopter
+	}
 	if t != nil {
 		t.exitCode = m.ExitCode
 	}
@@ -526,6 +632,7 @@ func (p *Producer) onDone(msg *nats.Msg) {
 				t.out.Unblock() // this callback must never wait for a read
 			}
 			fmt.Fprintf(t.out, "\n[remote: %d bytes of output were not kept on the worker]\n", missing)
+			t.markLocked(m.Written)
 			t.next = m.Written
 		}
 		t.wmu.Unlock()
@@ -537,6 +644,14 @@ func (p *Producer) onDone(msg *nats.Msg) {
 // leaseGone is the watcher's report of an ended lease. A worker's: every task of
 // this node on that worker under that epoch settles failed, "worker lost: <name>".
 func (p *Producer) leaseGone(kind, name string, epoch uint64) {
+	if kind == "owner" && name != p.node {
+		p.cbMu.Lock()
+		fns := p.onOwnerEnded
+		p.cbMu.Unlock()
+		for _, fn := range fns {
+			fn(name, epoch)
+		}
+	}
 	if kind != "worker" {
 		return
 	}
@@ -555,18 +670,38 @@ func (p *Producer) leaseGone(kind, name string, epoch uint64) {
 
 // fence is the lease holder's self-fence: this node may no longer hold its lease,
 // so every remote task under that epoch settles failed now, before any worker acts
-// on the lapse (they kill those commands when they see the lease end).
+// on the lapse (they kill those commands when they see the lease end). A
+// scope-owned task is detached instead (the workers keep it for the scope's next
+// home): its output stays as it is, and a Cancel settles it here at once; one
+// already cancelled settles now. The OnFence callbacks run first.
 func (p *Producer) fence(epoch uint64, why string) {
+	p.cbMu.Lock()
+	fns := p.onFence
+	p.cbMu.Unlock()
+	for _, fn := range fns {
+		fn(epoch)
+	}
 	p.mu.Lock()
-	var live []*rtask
+	var live, cancelled []*rtask
 	for _, t := range p.tasks {
-		if t.epoch == epoch {
+		if t.epoch != epoch {
+			continue
+		}
+		if t.scope == "" {
 			live = append(live, t)
+			continue
+		}
+		t.detached.Store(true)
+		if isClosed(t.cancelled) {
+			cancelled = append(cancelled, t)
 		}
 	}
 	p.mu.Unlock()
 	for _, t := range live {
 		t.settle(messages.Outcome{Status: messages.Failed, Detail: "owner lease lost: " + why})
+	}
+	for _, t := range cancelled {
+		t.settle(detachedOutcome)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/output"
 )
 
@@ -34,8 +35,8 @@ func (p *Producer) onOut(msg *nats.Msg) {
 		p.sendGrant(f.worker, grant{task: f.task, oepoch: f.oepoch, acked: end, limit: end + p.cfg.window})
 		return
 	}
-	if f.oepoch != t.epoch || wepoch != 0 && f.wepoch != wepoch {
-		return
+	if f.oepoch != t.epoch || wepoch != 0 && f.wepoch != wepoch || t.detached.Load() {
+		return // another life's, or a detached task's: a stale home takes nothing
 	}
 	t.receive(f)
 }
@@ -48,6 +49,12 @@ func (t *rtask) receive(f frame) {
 	data := f.data
 	t.wmu.Lock()
 	t.wworker = f.worker
+	if !t.heard {
+		t.heard = true // an adopter's first grant arrived: no more resending it
+		if t.confirm != nil {
+			t.confirm.Stop()
+		}
+	}
 	end := f.off + int64(len(data))
 	now := f.flags&frameAckNow != 0
 	var flags byte
@@ -83,9 +90,14 @@ func (t *rtask) receive(f frame) {
 		t.held.Store(false) // the worker went on
 		if marker != "" {
 			_, _ = t.out.WriteString(marker)
+			t.markLocked(f.off)
 		}
 		_, _ = t.out.Write(data)
 		t.next = end
+	}
+	var pending *messages.Outcome
+	if t.pending != nil && t.next >= t.pendingAt {
+		pending, t.pending = t.pending, nil // adopted after it ended: its output is all here
 	}
 	var full func()
 	if f.flags&frameHeld != 0 && end == t.next && !t.outClosed {
@@ -108,6 +120,9 @@ func (t *rtask) receive(f frame) {
 	if full != nil {
 		full() // as the bash producer's buffer does when its writer starts waiting
 	}
+	if pending != nil {
+		t.settle(*pending)
+	}
 }
 
 // limitLocked is how far the task's worker may send its output: the window past
@@ -121,7 +136,8 @@ func (t *rtask) limitLocked() int64 {
 // grantLocked is the grant for what is held now. t.wmu must be held.
 func (t *rtask) grantLocked(flags byte) grant {
 	t.granted, t.ackSent = t.limitLocked(), t.next
-	return grant{task: t.key, oepoch: t.epoch, acked: t.next, limit: t.granted, flags: flags}
+	t.cursorSent = max(t.cursorSent, t.cursorLocked())
+	return grant{task: t.key, oepoch: t.epoch, acked: t.next, limit: t.granted, cursor: t.cursorSent, flags: flags}
 }
 
 // full is Full: in block mode, the worker said that the command waits for credit
@@ -148,7 +164,7 @@ func (t *rtask) armLocked() {
 func (t *rtask) delayedGrant() {
 	t.wmu.Lock()
 	t.ackArmed = false
-	if t.outClosed || t.next <= t.ackSent {
+	if t.outClosed || t.next <= t.ackSent || t.detached.Load() {
 		t.wmu.Unlock()
 		return
 	}
@@ -164,7 +180,7 @@ func (t *rtask) roomMade() {
 		return
 	}
 	t.wmu.Lock()
-	if t.outClosed || t.wworker == "" || t.limitLocked() <= t.granted {
+	if t.outClosed || t.wworker == "" || t.limitLocked() <= t.granted || t.detached.Load() {
 		t.wmu.Unlock()
 		return
 	}
@@ -204,12 +220,18 @@ type rout struct {
 }
 
 func (o rout) Read() string {
+	if o.t.scope != "" {
+		return o.scopedRead()
+	}
 	s := o.Buffer.Read()
 	o.t.roomMade()
 	return s
 }
 
 func (o rout) ReadMatch(re *regexp.Regexp) (out, match string, ok bool) {
+	if o.t.scope != "" {
+		return o.scopedReadMatch(re)
+	}
 	out, match, ok = o.Buffer.ReadMatch(re)
 	if ok {
 		o.t.roomMade()

@@ -34,6 +34,14 @@ type flow struct {
 	exited  bool      // the command exited: its outcome waits for the last acknowledgement
 	probe   bool      // ask the owner to acknowledge what is in flight at once
 	heldAt  int64     // the limit at which the owner was last told the output waits for a read (-1: never)
+
+	// Ownership, for scope-owned tasks that an adoption moves (scope.go).
+	head   []byte // the task's frame header (frameHead): its owner epoch
+	osubj  string // where its frames go: P.o.<owner>.out
+	gen    uint64 // counts the moves: a frame read under an older one is not sent
+	hold   bool   // orphaned, or moved and the new owner's first grant not seen: send nothing
+	hello  bool   // the new owner's first grant came: answer it with an empty frame
+	cursor int64  // the highest read cursor the owner told (grant.cursor)
 }
 
 func (f *flow) start(grant int64) {
@@ -72,16 +80,30 @@ func (w *Worker) onAck(msg *nats.Msg) {
 	}
 	w.mu.Lock()
 	t := w.tasks[g.task]
-	w.mu.Unlock()
-	if t == nil || g.oepoch != t.epoch {
+	if t == nil || g.oepoch != t.epoch || t.state == orphaned {
+		w.mu.Unlock()
 		return
 	}
-	t.granted(g)
+	confirm := t.state == awaiting
+	if confirm {
+		t.state = owned
+		t.stopTimerLocked()
+	}
+	w.mu.Unlock()
+	t.granted(g, confirm)
 }
 
-func (t *wtask) granted(g grant) {
+// granted takes a grant of the task's owner; confirm: the first of a node that
+// adopted the task, which ends the hold of the move.
+func (t *wtask) granted(g grant, confirm bool) {
 	f := &t.flow
 	f.mu.Lock()
+	if confirm {
+		f.hold, f.hello = false, true
+	}
+	if t.scope != "" {
+		f.cursor = max(f.cursor, g.cursor)
+	}
 	now := time.Now()
 	f.grantAt = now
 	moved := g.acked > f.acked
@@ -130,6 +152,8 @@ type outFrame struct {
 	from, off, end int64
 	b              []byte  // the whole frame: header and bytes
 	buf            *[]byte // b's pooled buffer
+	subj           string  // where it goes
+	gen            uint64  // the flow's generation it was read under
 }
 
 // send sends frames while the grant and the worker's budget allow, then the
@@ -141,7 +165,7 @@ func (t *wtask) send() {
 		if !ok {
 			break
 		}
-		err := t.w.nc.Publish(t.osubj, fr.b)
+		err := t.w.nc.Publish(fr.subj, fr.b)
 		putBuf(fr.buf) // the connection copied the bytes
 		if err != nil {
 			t.unsend(fr) // not on the wire: the next wake-up or tick sends it again
@@ -150,8 +174,8 @@ func (t *wtask) send() {
 	}
 	f := &t.flow
 	f.mu.Lock()
-	probe := f.probe && f.sent > f.acked
-	f.probe = false
+	probe := f.probe && f.sent > f.acked || f.hello
+	f.probe, f.hello = false, false
 	at := f.sent
 	f.mu.Unlock()
 	if probe {
@@ -185,11 +209,18 @@ func (t *wtask) tellHeld() {
 	}
 }
 
-// mark sends an empty frame at offset at.
+// mark sends an empty frame at offset at, unless the task is on hold.
 func (t *wtask) mark(at int64, flags byte) {
-	b := append(make([]byte, 0, len(t.head)), t.head...)
+	t.flow.mu.Lock()
+	if t.flow.hold {
+		t.flow.mu.Unlock()
+		return
+	}
+	b := append(make([]byte, 0, len(t.flow.head)), t.flow.head...)
+	subj := t.flow.osubj
+	t.flow.mu.Unlock()
 	setHead(b, at, at, flags)
-	_ = t.w.nc.Publish(t.osubj, b)
+	_ = t.w.nc.Publish(subj, b)
 }
 
 // nextFrame reserves and reads the next frame: as much of the output from sent on
@@ -199,6 +230,10 @@ func (t *wtask) nextFrame() (outFrame, bool) {
 	written := t.h.Output.Written()
 	f := &t.flow
 	f.mu.Lock()
+	if f.hold {
+		f.mu.Unlock()
+		return outFrame{}, false
+	}
 	if f.resend {
 		t.w.out.give(f.held())
 		f.sent, f.resend = f.acked, false
@@ -220,11 +255,12 @@ func (t *wtask) nextFrame() (outFrame, bool) {
 	}
 	from := f.sent
 	f.sent += n // reserved: the bytes are read below, without the lock
+	head, subj, gen := f.head, f.osubj, f.gen
 	f.mu.Unlock()
 
-	h := len(t.head)
-	b, off, buf := t.rd.read(t.head, from, n)
-	fr := outFrame{from: from, off: off, end: off + int64(len(b)-h), b: b, buf: buf}
+	h := len(head)
+	b, off, buf := t.rd.read(head, from, n)
+	fr := outFrame{from: from, off: off, end: off + int64(len(b)-h), b: b, buf: buf, subj: subj, gen: gen}
 	if fr.end > from+n { // the buffer dropped bytes: the frame still ends within the reservation
 		fr.end = from + n
 		fr.off = min(fr.off, fr.end)
@@ -232,6 +268,12 @@ func (t *wtask) nextFrame() (outFrame, bool) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.gen != gen {
+		// Moved meanwhile: the move gave back what was in flight, this reservation
+		// with it.
+		putBuf(fr.buf)
+		return outFrame{}, false
+	}
 	t.w.out.give(max(0, from+n-f.acked) - max(0, fr.end-f.acked))
 	f.sent = fr.end
 	if fr.end == from {
@@ -255,7 +297,7 @@ func (t *wtask) unsend(fr outFrame) {
 	f := &t.flow
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.sent == fr.end {
+	if f.gen == fr.gen && f.sent == fr.end {
 		t.w.out.give(max(0, fr.end-f.acked) - max(0, fr.from-f.acked))
 		f.sent = fr.from
 	}
@@ -269,6 +311,10 @@ func (t *wtask) overdue() {
 	written := t.h.Output.Written()
 	f := &t.flow
 	f.mu.Lock()
+	if f.hold {
+		f.mu.Unlock()
+		return
+	}
 	now := time.Now()
 	quiet := now.Sub(f.sendAt) > retransmit
 	switch {
@@ -301,7 +347,10 @@ func (t *wtask) release() {
 // stream is the task's goroutine: it sends output as the grants allow, sends
 // again what was not acknowledged in time, takes the outcome, and once every byte
 // is acknowledged reports the outcome (retrying until the owner node answers, its
-// lease ends, or the worker closes); then it releases the task and its slot.
+// lease ends, or the worker closes); then it releases the task and its slot. A
+// scope-owned task is kept past the report, outcome and output, until its owner
+// releases it, an orphan grace expires, or the worker closes; an adoption meanwhile
+// streams it again to the new owner from the read cursor and reports again.
 func (t *wtask) stream() {
 	w := t.w
 	defer func() {
@@ -311,6 +360,7 @@ func (t *wtask) stream() {
 			t.h.Release()
 		}
 		w.mu.Lock()
+		t.stopTimerLocked()
 		delete(w.tasks, t.key)
 		if len(w.tasks) == 0 {
 			close(w.idle)
@@ -326,13 +376,37 @@ func (t *wtask) stream() {
 		gone      = t.gone
 		ownerGone bool
 		closing   = w.ctx.Done()
+		shut      = w.shut
+		shutting  bool
+		rel       = t.rel
+		released  bool
+		reported  = ^uint64(0) // the flow generation whose outcome the owner took
 	)
+	scoped := t.scope != ""
 	for {
 		if !ownerGone {
 			t.send()
 		}
-		if outcome != nil && (ownerGone || t.allAcked()) {
-			break
+		if outcome != nil {
+			if ownerGone || released {
+				break
+			}
+			gen, hold := t.ownership()
+			if !scoped && t.allAcked() {
+				break
+			}
+			if scoped && !hold && gen != reported && t.allAcked() {
+				switch t.reportDone(*outcome, gen) {
+				case reportTaken:
+					reported = gen
+				case reportStop:
+					return
+				}
+				continue
+			}
+			if scoped && shutting && (hold || gen == reported) {
+				return // the worker is closing: kept and orphaned tasks are dropped
+			}
 		}
 		select {
 		case <-t.wake:
@@ -344,6 +418,9 @@ func (t *wtask) stream() {
 				o = lostOutcome(w.name)
 			}
 			outcome, done = &o, nil
+			w.mu.Lock()
+			t.outcome = outcome
+			w.mu.Unlock()
 			close(t.exited)
 			w.exits.Done()
 			w.freeSlot() // before the outcome is reported: a start that follows it finds the slot
@@ -357,6 +434,10 @@ func (t *wtask) stream() {
 			t.overdue()
 		case <-gone:
 			ownerGone, gone = true, nil // the kill is under way: wait for Done, report nothing
+		case <-rel:
+			released, rel = true, nil // the owner dropped its record: nothing more to keep
+		case <-shut:
+			shutting, shut = true, nil
 		case <-closing:
 			closing = nil
 			if outcome != nil {
@@ -364,9 +445,17 @@ func (t *wtask) stream() {
 			}
 		}
 	}
-	if !ownerGone {
-		t.reportDone(*outcome)
+	if !ownerGone && !released && !scoped {
+		t.reportDone(*outcome, 0)
 	}
+}
+
+// ownership is the flow's generation (how many times the task moved) and whether
+// it is on hold (orphaned, or moved and not confirmed by its new owner).
+func (t *wtask) ownership() (gen uint64, hold bool) {
+	t.flow.mu.Lock()
+	defer t.flow.mu.Unlock()
+	return t.flow.gen, t.flow.hold
 }
 
 // abandoned reports whether the task's owner node can no longer hear from this
@@ -380,18 +469,39 @@ func (t *wtask) abandoned() bool {
 	return err != nil || cur != t.wepoch
 }
 
+// What reportDone achieved.
+type report int
+
+const (
+	reportTaken report = iota // the owner answered
+	reportMoved               // the task was orphaned or moved meanwhile: report again once it is owned
+	reportStop                // nobody will take it (abandoned, dropped, the worker closing)
+)
+
 // reportDone sends the outcome until the owner node acknowledges it, its lease
-// ends or the worker closes.
-func (t *wtask) reportDone(o messages.Outcome) {
+// ends or the worker closes; for a scope-owned task also until it is orphaned or
+// moved (gen is the flow generation it reports for).
+func (t *wtask) reportDone(o messages.Outcome, gen uint64) report {
 	w := t.w
+	w.mu.Lock()
+	owner := t.owner
+	w.mu.Unlock()
 	m := encode(doneMsg{Task: t.key, Worker: w.name, Status: string(o.Status), Detail: o.Detail,
 		Written: t.h.Output.Written(), ExitCode: exitCode(o)})
 	for {
 		ctx, cancel := context.WithTimeout(w.ctx, 2*retransmit)
-		_, err := w.nc.RequestWithContext(ctx, w.subj.done(t.owner), m)
+		_, err := w.nc.RequestWithContext(ctx, w.subj.done(owner), m)
 		cancel()
-		if err == nil || t.abandoned() {
-			return
+		switch {
+		case err == nil:
+			return reportTaken
+		case t.abandoned():
+			return reportStop
+		}
+		if t.scope != "" {
+			if g, hold := t.ownership(); g != gen || hold {
+				return reportMoved
+			}
 		}
 		timer := time.NewTimer(retransmit)
 		select {
@@ -401,6 +511,6 @@ func (t *wtask) reportDone(o messages.Outcome) {
 			continue
 		}
 		timer.Stop()
-		return
+		return reportStop
 	}
 }

@@ -20,9 +20,13 @@ func (s subjects) startQueue() string         { return s.prefix + "-workers" }
 func (s subjects) kill(worker string) string  { return s.prefix + ".w." + worker + ".kill" }
 func (s subjects) input(worker string) string { return s.prefix + ".w." + worker + ".input" }
 func (s subjects) ack(worker string) string   { return s.prefix + ".w." + worker + ".ack" }
-func (s subjects) out(node string) string     { return s.prefix + ".o." + node + ".out" }
-func (s subjects) done(node string) string    { return s.prefix + ".o." + node + ".done" }
-func (s subjects) bucket() string             { return s.prefix + "_leases" }
+func (s subjects) release(worker string) string {
+	return s.prefix + ".w." + worker + ".release"
+}
+func (s subjects) adopt() string           { return s.prefix + ".adopt" }
+func (s subjects) out(node string) string  { return s.prefix + ".o." + node + ".out" }
+func (s subjects) done(node string) string { return s.prefix + ".o." + node + ".done" }
+func (s subjects) bucket() string          { return s.prefix + "_leases" }
 
 // Lease keys in the bucket.
 func ownerKey(node string) string  { return "owner." + node }
@@ -73,6 +77,11 @@ type startReq struct {
 	// Grant is the first credit grant: the worker may send the task's output up
 	// to this offset before a grant raises it (0: defaultOutputWindow).
 	Grant int64 `json:"grant,omitempty"`
+	// Scope, when set, makes the command belong to that scope rather than to the
+	// owner node (WithScopes): it outlives the node's lease as an orphan, for
+	// another node to adopt under a newer ScopeEpoch.
+	Scope      string `json:"scope,omitempty"`
+	ScopeEpoch uint64 `json:"scope_epoch,omitempty"`
 }
 
 // startReply answers a startReq. Full means the worker had no free slot after all
@@ -102,7 +111,50 @@ type inputReq struct {
 	EOF   bool   `json:"eof,omitempty"`
 }
 
-// reply answers a killReq, an inputReq or a doneMsg.
+// releaseReq tells the worker that the owner node dropped a scope-owned task's
+// record: the worker frees what it kept of the command (request on
+// P.w.<worker>.release, answered with a reply).
+type releaseReq struct {
+	Task  string `json:"task"`
+	Owner string `json:"owner"`
+	Epoch uint64 `json:"epoch"`
+}
+
+// adoptReq asks every worker (P.adopt, plain subscription) to move the commands
+// of Scope held under an older scope epoch to the node Owner, whose lease epoch is
+// Epoch.
+type adoptReq struct {
+	Scope      string `json:"scope"`
+	ScopeEpoch uint64 `json:"scope_epoch"`
+	Owner      string `json:"owner"`
+	Epoch      uint64 `json:"epoch"`
+}
+
+// adoptReply is one worker's answer to an adoptReq: the commands it moved.
+type adoptReply struct {
+	Worker string        `json:"worker"`
+	Tasks  []adoptedTask `json:"tasks,omitempty"`
+	Err    string        `json:"err,omitempty"`
+}
+
+// adoptedTask is one command a worker moved to the adopting node. Written and
+// Cursor are worker-side offsets: the adopter's stream starts at Cursor.
+type adoptedTask struct {
+	Key         string `json:"key"`
+	Worker      string `json:"worker"`
+	WorkerEpoch uint64 `json:"worker_epoch"`
+	Label       string `json:"label"`
+	Exited      bool   `json:"exited,omitempty"`
+	Status      string `json:"status,omitempty"`
+	Detail      string `json:"detail,omitempty"`
+	ExitCode    int    `json:"exit_code"`
+	Written     int64  `json:"written"`
+	Cursor      int64  `json:"cursor"`
+	Block       bool   `json:"block,omitempty"` // block mode, as started
+	Stdin       string `json:"stdin,omitempty"` // the stdin mode, as started
+}
+
+// reply answers a killReq, an inputReq, a releaseReq or a doneMsg.
 type reply struct {
 	Err     string `json:"err,omitempty"`
 	Unknown bool   `json:"unknown,omitempty"` // no such task (any more)

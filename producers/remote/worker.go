@@ -51,6 +51,7 @@ type Worker struct {
 	idle     chan struct{}      // closed while tasks is empty
 	startSub *nats.Subscription // nil while every slot is taken (or closing)
 	closing  bool
+	shut     chan struct{}   // closed when Close begins: kept scope-owned tasks are dropped
 	started  map[string]bool // the last maxRemembered task keys started here: a replayed start never runs twice
 	order    []string        // started's keys, oldest first
 	exits    sync.WaitGroup  // one per task until its processes are gone
@@ -61,18 +62,14 @@ type Worker struct {
 type wtask struct {
 	w      *Worker
 	key    string
-	owner  string
-	epoch  uint64 // the owner node's lease epoch
 	wepoch uint64 // this worker's lease epoch when the task started
 	h      messages.Hooks
 	wake   chan struct{} // 1-buffered: output grew, a grant came, or budget was freed
 	exited chan struct{} // closed once Done delivered (the processes are gone)
 	inputs chan inputJob // StdinPipe, StdinTTY: input in arrival order
-	gone   chan struct{} // closed when the owner node's lease ended: report nothing
+	gone   chan struct{} // closed when the task is dropped (its owner ended, an orphan expired): report nothing
 	once   sync.Once     // closes gone
-	flow   flow          // what was sent, acknowledged and granted
-	head   []byte        // the task's frame header (frameHead)
-	osubj  string        // where its frames go: P.o.<owner>.out
+	flow   flow          // what was sent, acknowledged and granted; where frames go
 	rd     *outReader    // reads the output for frames; the stream goroutine's
 	blk    blockOutput   // the output in block mode; nil otherwise
 	fin    chan struct{} // closed when the task is gone from the worker
@@ -80,6 +77,23 @@ type wtask struct {
 	// outcome it then reports is "worker lost", as the owner would settle it on the
 	// lapse, not the kill's own (the model never asked for one).
 	fenced atomic.Bool
+
+	// As started: what an adoption reports.
+	scope   string // "" for a command of the owner node; else its scope (scope.go)
+	label   string
+	block   bool
+	stdin   bash.Stdin
+	rel     chan struct{} // closed when the owner released a kept scope-owned task
+	relOnce sync.Once
+
+	// protected by w.mu: an adoption changes the owner
+	owner      string
+	epoch      uint64 // the owner node's lease epoch
+	scopeEpoch uint64
+	state      ownState
+	timer      *time.Timer // orphaned or awaiting: drops the task when it fires
+	timerGen   uint64      // which timer is current
+	outcome    *messages.Outcome
 }
 
 type inputJob struct {
@@ -123,7 +137,7 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 	bopts := append([]bash.Option{bash.WithLogger(cfg.logger)}, cfg.bashOpts...)
 	bopts = append(bopts, bash.WithGrace(grace))
 	w := &Worker{nc: nc, cfg: cfg, subj: subjects{cfg.prefix}, name: cfg.name, dir: dir,
-		bash: bash.New(bopts...), tasks: map[string]*wtask{}, idle: make(chan struct{})}
+		bash: bash.New(bopts...), tasks: map[string]*wtask{}, idle: make(chan struct{}), shut: make(chan struct{})}
 	close(w.idle)
 	w.chunk = min(maxChunk, nc.MaxPayload()-maxFrameHeader)
 	w.out = newBudget(cfg.budget, w.chunk)
@@ -161,7 +175,8 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 	for _, s := range []struct {
 		subj string
 		h    nats.MsgHandler
-	}{{w.subj.kill(w.name), w.onKill}, {w.subj.input(w.name), w.onInput}, {w.subj.ack(w.name), w.onAck}} {
+	}{{w.subj.kill(w.name), w.onKill}, {w.subj.input(w.name), w.onInput}, {w.subj.ack(w.name), w.onAck},
+		{w.subj.release(w.name), w.onRelease}, {w.subj.adopt(), w.onAdopt}} {
 		sub, err := nc.Subscribe(s.subj, s.h)
 		if err != nil {
 			return fail(err)
@@ -236,6 +251,7 @@ func (w *Worker) Close(ctx context.Context) error {
 		return nil
 	}
 	w.closing = true
+	close(w.shut)
 	if w.startSub != nil {
 		_ = w.startSub.Unsubscribe()
 		w.startSub = nil
@@ -243,6 +259,7 @@ func (w *Worker) Close(ctx context.Context) error {
 	live := make([]*wtask, 0, len(w.tasks))
 	for _, t := range w.tasks {
 		live = append(live, t)
+		t.stopTimerLocked()
 	}
 	w.mu.Unlock()
 	for _, t := range live {
@@ -343,8 +360,9 @@ func (w *Worker) onStart(msg *nats.Msg) {
 		return
 	}
 	t := &wtask{w: w, key: r.Task, owner: r.Owner, epoch: r.Epoch, wepoch: epoch, h: h, wake: make(chan struct{}, 1),
-		exited: make(chan struct{}), gone: make(chan struct{}), fin: make(chan struct{}),
-		head: frameHead(r.Task, w.name, epoch, r.Epoch), osubj: w.subj.out(r.Owner), rd: newOutReader(h.Output)}
+		exited: make(chan struct{}), gone: make(chan struct{}), fin: make(chan struct{}), rel: make(chan struct{}),
+		rd: newOutReader(h.Output), scope: r.Scope, scopeEpoch: r.ScopeEpoch, label: label(r.Command), block: r.Block, stdin: stdin}
+	t.flow.head, t.flow.osubj = frameHead(r.Task, w.name, epoch, r.Epoch), w.subj.out(r.Owner)
 	if b, ok := h.Output.(blockOutput); ok && r.Block {
 		t.blk = b
 	}
@@ -405,15 +423,17 @@ func (w *Worker) checkOwner(node string, epoch uint64) error {
 }
 
 // task finds a task for a request of node under epoch: the node's own task, under
-// its epoch or an older one (a node that was fenced may still kill what it left).
-func (w *Worker) task(key, node string, epoch uint64) *wtask {
+// its epoch or an older one (a node that was fenced may still kill what it left),
+// and the epoch the task runs under. A task that an adoption moved to another node
+// is not the node's any more: its requests find nothing.
+func (w *Worker) task(key, node string, epoch uint64) (*wtask, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	t := w.tasks[key]
 	if t == nil || t.owner != node || epoch < t.epoch {
-		return nil
+		return nil, 0
 	}
-	return t
+	return t, t.epoch
 }
 
 // onKill answers P.w.<name>.kill: Cancel the command (SIGTERM, SIGKILL after the
@@ -423,7 +443,7 @@ func (w *Worker) onKill(msg *nats.Msg) {
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		return
 	}
-	t := w.task(r.Task, r.Owner, r.Epoch)
+	t, _ := w.task(r.Task, r.Owner, r.Epoch)
 	if t == nil {
 		_ = msg.Respond(encode(reply{Unknown: true}))
 		return
@@ -442,11 +462,11 @@ func (w *Worker) onInput(msg *nats.Msg) {
 	if err := json.Unmarshal(msg.Data, &r); err != nil {
 		return
 	}
-	t := w.task(r.Task, r.Owner, r.Epoch)
+	t, epoch := w.task(r.Task, r.Owner, r.Epoch)
 	switch {
 	case t == nil:
 		_ = msg.Respond(encode(reply{Unknown: true}))
-	case r.Epoch != t.epoch:
+	case r.Epoch != epoch:
 		_ = msg.Respond(encode(reply{Err: "remote: input under a stale owner epoch"}))
 	case t.inputs == nil:
 		_ = msg.Respond(encode(reply{Err: "remote: the command takes no input"}))
@@ -463,7 +483,7 @@ func (w *Worker) onInput(msg *nats.Msg) {
 
 // leaseGone is the watcher's report of an ended lease. An owner node's: kill every
 // command it placed here under that epoch (or an older one), and report nothing to
-// it.
+// it; a scope-owned one is orphaned instead (scope.go), for another node to adopt.
 func (w *Worker) leaseGone(kind, name string, epoch uint64) {
 	if kind != "owner" {
 		return
@@ -472,6 +492,10 @@ func (w *Worker) leaseGone(kind, name string, epoch uint64) {
 	var dead []*wtask
 	for _, t := range w.tasks {
 		if t.owner == name && t.epoch <= epoch {
+			if t.scope != "" {
+				t.orphanLocked()
+				continue
+			}
 			dead = append(dead, t)
 		}
 	}
