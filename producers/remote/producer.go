@@ -518,6 +518,10 @@ func (t *rtask) release() {
 // releaseTries is how many times a release is sent without an answer.
 const releaseTries = 3
 
+// movedOutcome settles a scope-owned task whose kill the worker did not know: it
+// was adopted away (this node is a stale home) or dropped.
+var movedOutcome = messages.Outcome{Status: messages.Failed, Detail: "moved: another frontend adopted its scope (or its worker dropped it)"}
+
 // detachedOutcome settles a detached task that is cancelled on this node.
 var detachedOutcome = messages.Outcome{Status: messages.Failed, Detail: "detached: this frontend lost its lease; another frontend adopts its scope"}
 
@@ -538,6 +542,12 @@ func (t *rtask) killer() {
 		cancel()
 		if err == nil {
 			var r reply
+			if json.Unmarshal(msg.Data, &r) == nil && r.Unknown && t.scope != "" {
+				// The worker keeps a scope-owned command until it is released: not
+				// knowing it means that another node adopted it (or it was dropped).
+				t.settle(movedOutcome)
+				return
+			}
 			if json.Unmarshal(msg.Data, &r) == nil && (r.Err == "" || r.Unknown) {
 				return // the outcome follows on Done (or the task is already settling)
 			}
