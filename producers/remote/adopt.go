@@ -137,9 +137,20 @@ func (p *Producer) adoptOne(a adoptedTask, nodeEpoch uint64, scope string, scope
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if p.tasks[a.Key] != nil {
+	if old := p.tasks[a.Key]; old != nil {
+		if old.epoch == nodeEpoch && !old.detached.Load() {
+			p.mu.Unlock()
+			return nil, nil // adopted already (a repeat)
+		}
+		// This node's record from before it lost its lease (detached): the
+		// command is adopted afresh, and the old record settles.
 		p.mu.Unlock()
-		return nil, nil
+		old.settle(detachedOutcome)
+		p.mu.Lock()
+		if p.closed || p.tasks[a.Key] != nil {
+			p.mu.Unlock()
+			return nil, nil // closed, or a concurrent adoption took it meanwhile
+		}
 	}
 	t := p.newTask(a.Key, nodeEpoch, stdin, a.Block, scope, scopeEpoch, a.Cursor)
 	t.worker, t.wepoch, t.wworker = a.Worker, a.WorkerEpoch, a.Worker

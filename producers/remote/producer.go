@@ -446,7 +446,9 @@ func (t *rtask) settle(o messages.Outcome) bool {
 		return false
 	}
 	t.settled = true
-	delete(p.tasks, t.key)
+	if p.tasks[t.key] == t { // an adoption may have put this node's new record of the command there
+		delete(p.tasks, t.key)
+	}
 	p.mu.Unlock()
 	t.wmu.Lock()
 	t.outClosed = true

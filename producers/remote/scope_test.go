@@ -5,7 +5,11 @@ package remote
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,8 +25,8 @@ import (
 // scopeAgent is the owner agent that the tests' scope mapping makes a scope: its
 // commands belong to testScope under the epoch given.
 const (
-	scopeAgent messages.AgentID = "scope-agent"
-	testScope                   = "K3JQ9X2A"
+	scopeAgent = messages.AgentID("scope-agent")
+	testScope  = "K3JQ9X2A"
 )
 
 // scoped maps scopeAgent to testScope under epoch; every other owner is no scope.
@@ -349,4 +353,86 @@ func TestAdoptionFencing(t *testing.T) {
 	got[0].Hooks.Release()
 	<-w.Drained()
 	assert.Zero(t, w.Processes())
+}
+
+func TestAFencedNodeDetachesItsScopeAndAdoptsItAgain(t *testing.T) {
+	ctx := context.Background()
+	p := newPartitioned(t)
+	w := workerOn(t, p.conn(), "w1", WithOrphanGrace(settleLimit))
+	a := ownerOn(t, p.behind(), scoped(1))
+	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
+	fenced := make(chan uint64, 1)
+	a.p.OnFence(func(epoch uint64) { fenced <- epoch })
+	id := a.start(t, scopeAgent, bash.Command{Command: `echo one; echo two; read x; echo "three $x"; exec sleep 60`, Stdin: bash.StdinPipe})
+	key := a.soleKey(t)
+	nodeTask := a.start(t, "", bash.Command{Command: `echo node; exec sleep 60`})
+	a.until(t, nodeTask, "", "node")
+	assert.Equal(t, "one\n", a.until(t, id, scopeAgent, "one").Output)
+	require.Eventually(t, func() bool { return w.cursorOf(key) == int64(len("one\n")) }, settleLimit, time.Millisecond)
+	oldEpoch, err := a.p.Epoch()
+	require.NoError(t, err)
+	lw := watchLeases(t, p.conn(), defaultPrefix)
+
+	p.proxy.Cut()
+	require.Equal(t, oldEpoch, recv(t, fenced, "the fence"))
+	assert.False(t, a.p.Valid())
+	ns := a.settled(t, nodeTask, "")
+	assert.True(t, strings.HasPrefix(ns.Detail, "owner lease lost: "), ns.Detail)
+	s, err := a.rt.Tasks().Get(ctx, id, scopeAgent)
+	require.NoError(t, err)
+	assert.Equal(t, messages.Running, s.Status, "detached: neither failed nor killed")
+	assert.Error(t, a.rt.Tasks().Input(ctx, id, scopeAgent, []byte("lost\n"), false), "a detached command takes no input")
+	require.NotNil(t, w.wtaskOf(key), "the worker keeps the scope's command")
+
+	p.proxy.Heal()
+	lw.until(t, ownerKey(a.p.Node()), func() bool { e, err := a.p.Epoch(); return err == nil && e > oldEpoch })
+	require.True(t, a.p.Valid())
+	adopted, err := a.p.Adopt(bounded(t), testScope, 2)
+	require.NoError(t, err)
+	require.Len(t, adopted, 1, "the node adopts its own scope again under a new epoch")
+	s = a.settled(t, id, scopeAgent)
+	assert.Equal(t, detachedOutcome.Detail, s.Detail, "the detached record settles")
+	ad := adopted[0]
+	r := newReader(ad.Hooks.Output)
+	assert.Equal(t, "two\n", r.until(t, "two\n"))
+	require.NoError(t, ad.Hooks.Input([]byte("again\n"), false))
+	assert.Equal(t, "three again\n", r.until(t, "three"))
+	require.NoError(t, ad.Hooks.Cancel("done"))
+	assert.Equal(t, messages.Killed, recv(t, ad.Hooks.Done, "the outcome").Status)
+	ad.Hooks.Release()
+	<-w.Drained()
+	assert.Zero(t, w.Processes())
+}
+
+func TestACommandThatEndsWhileOrphanedIsAdoptedWithItsOutput(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	w, _ := c.worker("w1", WithOrphanGrace(settleLimit))
+	a := c.owner(scoped(1))
+	b := c.owner(scoped(2))
+	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
+	aEnded := b.ownerEnded(a.p.Node())
+	fifo := filepath.Join(t.TempDir(), "go")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	id := a.start(t, scopeAgent, bash.Command{Command: fmt.Sprintf(`echo one; cat %s; echo end; exit 7`, fifo)})
+	key := a.soleKey(t)
+	a.until(t, id, scopeAgent, "one")
+	require.Eventually(t, func() bool { return w.cursorOf(key) == int64(len("one\n")) }, settleLimit, time.Millisecond)
+
+	a.nc.Close()
+	recv(t, aEnded, "A's lease ending")
+	exited := w.wtaskOf(key).exited
+	require.NoError(t, os.WriteFile(fifo, []byte("two\n"), 0o600)) // the command goes on and ends, orphaned
+	recv[struct{}](t, exited, "the orphan's exit")
+	assert.Equal(t, 1, w.Live(), "kept, with its outcome and output")
+
+	adopted, err := b.p.Adopt(bounded(t), testScope, 2)
+	require.NoError(t, err)
+	require.Len(t, adopted, 1)
+	ad := adopted[0]
+	assert.True(t, ad.Exited)
+	assert.Equal(t, messages.Outcome{Status: messages.Completed, Detail: "exit code: 7"}, recv(t, ad.Hooks.Done, "the outcome"))
+	assert.Equal(t, "two\nend\n", ad.Hooks.Output.Read())
+	ad.Hooks.Release()
+	<-w.Drained()
 }
