@@ -18,13 +18,18 @@
 // are JSON except output's frames and grants, which are binary (frame.go).
 //
 //	subject              sent by → answered by   body → answer
-//	P.start              owner → one worker       startReq{task, owner, epoch, command, dir, env, stdin, limits, block, grant}
-//	  (queue P-workers)    with a free slot        → startReply{worker, epoch} | {full} | {err}
+//	P.start              owner → one worker       startReq{task, owner, epoch, command, dir, env, stdin, limits, block, grant,
+//	  (queue P-workers)    with a free slot          scope, scope_epoch} → startReply{worker, epoch} | {full} | {err}
 //	P.w.<worker>.kill    owner → worker           killReq{task, owner, epoch, reason} → reply{} | {unknown}
 //	P.w.<worker>.input   owner → worker           inputReq{task, owner, epoch, data, eof} → reply{} | {ended} | {closed} | {err}
 //	                                               (answered once the data is written)
 //	P.w.<worker>.ack     owner → worker           grant: task, owner epoch, acked (the owner holds the
-//	                                               output up to it), limit (send up to it), resend
+//	                                               output up to it), limit (send up to it), resend,
+//	                                               cursor (scope-owned: where consuming reads got to)
+//	P.w.<worker>.release owner → worker           releaseReq{task, owner, epoch} → reply{} | {unknown}
+//	P.adopt              adopter → every worker   adoptReq{scope, scope_epoch, owner, epoch} → adoptReply{worker,
+//	  (plain subscribe)                              tasks: [{key, worker, worker_epoch, label, exited, status,
+//	                                                 detail, exit_code, written, cursor, block, stdin}]} | {err}
 //	P.o.<node>.out       worker → owner           frame: task, worker, both epochs, from, off, flags
 //	                                               (ack now, held), then the output bytes as they are
 //	P.o.<node>.done      worker → owner           doneMsg{task, worker, status, detail, written, exit_code} → reply{}
@@ -96,12 +101,56 @@
 // What each lease protects. The owner node's: its commands. A worker that sees
 // owner.<node> end (deleted, or replaced by a newer epoch) kills every command of
 // that node's old epoch and reports nothing to it, so no command outlives its
-// owner node — whether it died, hung or was cut off. A start under an epoch that is
+// owner node — whether it died, hung or was cut off — except a scope's (below). A start under an epoch that is
 // not the owner's current lease is refused (a stale command). The worker's: its
 // tasks' outcomes. An owner node that sees worker.<worker> end settles every task
 // it placed there under that epoch as failed, "worker lost: <worker>". Because the
 // holder fences at D/2 and the others act at D + D/4 at the earliest, a node that
 // can no longer renew has fenced itself before anyone acts on the lapse.
+//
+// # Scope-owned commands
+//
+// With WithScopes, a start for a scope's owner carries the scope and its epoch, and
+// the command belongs to the scope. When its owner node's lease ends the worker
+// orphans it instead of killing it: it runs on, nothing is sent to the dead node,
+// and it is killed and dropped only if no adoption comes within the orphan grace
+// (WithOrphanGrace). One that exits is kept, outcome and output, after its outcome
+// was reported, until its owner releases it (Hooks.Release, when the runtime drops
+// the record: P.w.<worker>.release, three tries) or an orphan's grace expires; a
+// released or dropped task frees what it held, so this costs no more than the
+// worker's existing buffers for as long as the owner keeps the record.
+//
+// Adopt publishes P.adopt and gathers the answers on an inbox until every worker
+// whose lease the watch shows live has answered, or its context ends. A worker
+// moves each command of the scope whose scope epoch is older than the adoption's,
+// if the adopter's lease epoch is current: owner, epoch and scope epoch become the
+// adopter's, any orphan timer stops, and it holds the command, sending nothing,
+// until the adopter's first grant (sent by Adopt, and again every 500 ms until a
+// frame comes; none within the orphan grace drops the command). Its stream then
+// starts again at the read cursor: the adopter's buffer starts empty there (its
+// offsets count from 0; a worker offset is the cursor plus the local offset, less
+// the adopter's markers of dropped bytes), the worker sends from the cursor and
+// reports the outcome, again, once the adopter holds every byte. A repeat of the
+// same adoption lists the commands still waiting for that first grant.
+//
+// The read cursor: after each consuming read of a scope-owned task, the owner maps
+// the read's end to a worker offset and sends it in a grant at once (a publish; the
+// read never waits on the network); the worker keeps the highest it was told. So a
+// read whose cursor had not reached the worker when its home died is returned again
+// by the adopter: at most that read's bytes. A read up to a pattern is found again
+// in the raw bytes to place the cursor; when that is not certain the cursor stays
+// behind (bytes returned again, never skipped). In block mode the worker still
+// counts acknowledged bytes as read from its buffer: bytes between the cursor and
+// them come from its memory's tail, and what that no longer holds is marked dropped.
+//
+// Fencing: kill, input and release name the owner node and its epoch, a grant its
+// epoch (epochs are revisions of one bucket: unique across nodes), so once a
+// command moved, the previous node's requests are refused ("unknown") or ignored;
+// its kill of a command it no longer owns settles its record ("moved: …"). A node
+// whose own lease is lost detaches its scope-owned tasks instead of failing them:
+// their output stays as it is, no kill is sent, a Cancel settles them at once
+// ("detached: …"), frames and outcomes for them are not taken; it may adopt them
+// again under its new lease (the detached record then settles).
 //
 // Replays: Connect disables the reconnect buffer, so a request made while cut off
 // fails instead of reaching the worker late; a worker remembers the last 4096 task
