@@ -436,3 +436,79 @@ func TestACommandThatEndsWhileOrphanedIsAdoptedWithItsOutput(t *testing.T) {
 	ad.Hooks.Release()
 	<-w.Drained()
 }
+
+func TestABlockModeCommandIsAdoptedWithoutLosingOrRepeatingOutput(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	w, _ := c.worker("w1", WithOrphanGrace(settleLimit))
+	a := c.owner(scoped(1))
+	b := c.owner(scoped(2))
+	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
+	aEnded := b.ownerEnded(a.p.Node())
+	const lines = 100_000 // 588,895 bytes: many reads' worth, so the command waits for them
+	id := a.start(t, scopeAgent, bash.Command{Command: fmt.Sprintf(`seq 1 %d`, lines), BlockOutput: true})
+	key := a.soleKey(t)
+	// Up to the first line (or none, when the output filled A's buffer first: then
+	// the wait returns at once), then a whole read's worth.
+	u, err := a.rt.Tasks().ReadUntil(ctx, id, scopeAgent, `^1$`, settleLimit)
+	require.NoError(t, err)
+	require.Contains(t, []messages.UntilReason{messages.UntilMatched, messages.UntilFull}, u.Reason)
+	rr, err := a.rt.Tasks().Read(ctx, id, scopeAgent)
+	require.NoError(t, err)
+	first := u.Output + rr.Output
+	require.NotEmpty(t, first)
+	require.Eventually(t, func() bool { return w.cursorOf(key) == int64(len(first)) }, settleLimit, time.Millisecond)
+
+	a.nc.Close()
+	recv(t, aEnded, "A's lease ending")
+	adopted, err := b.p.Adopt(bounded(t), testScope, 2)
+	require.NoError(t, err)
+	require.Len(t, adopted, 1)
+	ad := adopted[0]
+	r := newReader(ad.Hooks.Output)
+	rest := r.until(t, fmt.Sprintf("\n%d\n", lines))
+	var want strings.Builder
+	for i := 1; i <= lines; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	assert.Equal(t, want.String(), first+rest, "A's reads and B's are the output, whole, each byte once")
+	assert.Equal(t, messages.Outcome{Status: messages.Completed, Detail: "exit code: 0"}, recv(t, ad.Hooks.Done, "the outcome"))
+	ad.Hooks.Release()
+	<-w.Drained()
+}
+
+func TestAWorkerClosesPromptlyWithKeptCommands(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	nc := c.conn()
+	w, err := NewWorker(nc, WithName("w1"), WithLease(testLease), WithDir(t.TempDir()))
+	require.NoError(t, err)
+	a := c.owner(scoped(1))
+	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
+	id := a.start(t, scopeAgent, bash.Command{Command: `echo kept`})
+	a.settled(t, id, scopeAgent)
+	require.Equal(t, 1, w.Live(), "kept after its outcome was taken")
+	start := time.Now()
+	require.NoError(t, w.Close(ctx))
+	assert.Less(t, time.Since(start), testLease/2, "a kept command does not hold up Close")
+	assert.Zero(t, w.Live())
+}
+
+func TestTheReadCursorMapsPastMarkers(t *testing.T) {
+	p := &Producer{cfg: defaultConfig()}
+	rt := p.newTask("k", 1, bash.StdinNone, false, testScope, 1, 100)
+	rt.wmu.Lock()
+	defer rt.wmu.Unlock()
+	rt.next = 100
+	_, _ = rt.out.WriteString("abcd") // worker [100, 104)
+	rt.next = 104
+	_, _ = rt.out.WriteString("[marker]") // the worker's buffer dropped [104, 200)
+	rt.markLocked(200)
+	_, _ = rt.out.WriteString("xyz") // worker [200, 203)
+	rt.next = 203
+	for local, want := range map[int64]int64{0: 100, 2: 102, 4: 104, 12: 200, 14: 202, 15: 203} {
+		assert.Equal(t, want, rt.workerOffLocked(local), "local offset %d", local)
+	}
+	rt.rc = 14
+	assert.Equal(t, int64(202), rt.cursorLocked())
+}

@@ -223,7 +223,8 @@ func (w *Worker) Name() string { return w.name }
 // Containment is the containment mode of the worker's bash producer.
 func (w *Worker) Containment() bash.Containment { return w.bash.Containment() }
 
-// Live counts the commands the worker holds (running, or reporting their end).
+// Live counts the commands the worker holds (running, reporting their end, or
+// scope-owned and kept after it until released).
 func (w *Worker) Live() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
