@@ -54,6 +54,11 @@ func (p *Producer) Adopt(ctx context.Context, scope string, epoch uint64) ([]Ado
 	if closed {
 		return nil, ErrClosed
 	}
+	select { // the watch's first view of the leases: which workers to expect
+	case <-p.watch.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("remote: adopt %s: the lease watch is not ready: %w", scope, ctx.Err())
+	}
 	got, missing, errs := p.gather(ctx, adoptReq{Scope: scope, ScopeEpoch: epoch, Owner: p.node, Epoch: nodeEpoch})
 	var adopted []Adopted
 	for _, a := range got {

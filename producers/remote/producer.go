@@ -504,13 +504,14 @@ func (t *rtask) release() {
 	p := t.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || t.worker == "" {
+	if p.closed || t.worker == "" || p.watch.ended(workerKey(t.worker), t.wepoch) {
 		return
 	}
 	req, subj := encode(releaseReq{Task: t.key, Owner: p.node, Epoch: t.epoch}), p.subj.release(t.worker)
 	p.wg.Go(func() {
 		for range releaseTries {
-			if _, err := p.nc.Request(subj, req, 2*retransmit); err == nil || errors.Is(err, nats.ErrConnectionClosed) {
+			_, err := p.nc.Request(subj, req, 2*retransmit)
+			if err == nil || errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrNoResponders) {
 				return
 			}
 		}

@@ -102,7 +102,7 @@ func (t *wtask) granted(g grant, confirm bool) {
 		f.hold, f.hello = false, true
 	}
 	if t.scope != "" {
-		f.cursor = max(f.cursor, g.cursor)
+		f.cursor = max(f.cursor, min(g.cursor, g.acked)) // nobody read what its owner did not hold
 	}
 	now := time.Now()
 	f.grantAt = now
