@@ -512,3 +512,42 @@ func TestTheReadCursorMapsPastMarkers(t *testing.T) {
 	rt.rc = 14
 	assert.Equal(t, int64(202), rt.cursorLocked())
 }
+
+func TestReleaseAndCloseOfTheOwnerNode(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	w, _ := c.worker("w1", WithOrphanGrace(settleLimit))
+	a := c.owner(scoped(1))
+	b := c.owner(scoped(2))
+	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
+
+	t.Run("the runtime dropping an ended command's record releases it on the worker", func(t *testing.T) {
+		id := a.start(t, scopeAgent, bash.Command{Command: `echo done`})
+		a.settled(t, id, scopeAgent)
+		require.Equal(t, 1, w.Live(), "kept until released")
+		require.NoError(t, a.rt.Agents().Dispose(ctx, scopeAgent))
+		<-w.Drained()
+		require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
+	})
+
+	t.Run("a node that closes leaves its scope's commands for adoption", func(t *testing.T) {
+		aEnded := b.ownerEnded(a.p.Node())
+		id := a.start(t, scopeAgent, bash.Command{Command: `echo one; echo two; exec sleep 60`})
+		assert.Equal(t, "one\n", a.until(t, id, scopeAgent, "one").Output)
+		key := a.soleKey(t)
+		require.Eventually(t, func() bool { return w.cursorOf(key) == int64(len("one\n")) }, settleLimit, time.Millisecond)
+		require.NoError(t, a.p.Close(ctx))
+		s := a.settled(t, id, scopeAgent)
+		assert.Equal(t, "remote producer closed", s.Detail)
+		recv(t, aEnded, "A's lease released")
+		adopted, err := b.p.Adopt(bounded(t), testScope, 2)
+		require.NoError(t, err)
+		require.Len(t, adopted, 1)
+		assert.Equal(t, "two\n", newReader(adopted[0].Hooks.Output).until(t, "two\n"))
+		require.NoError(t, adopted[0].Hooks.Cancel("done"))
+		assert.Equal(t, messages.Killed, recv(t, adopted[0].Hooks.Done, "the outcome").Status)
+		adopted[0].Hooks.Release()
+		<-w.Drained()
+		assert.Zero(t, w.Processes())
+	})
+}
