@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 )
@@ -83,19 +85,28 @@ func (p *Producer) Adopt(ctx context.Context, scope string, epoch uint64) ([]Ado
 
 // gather sends req to every worker (P.adopt) and collects the answers until each
 // worker whose lease the watch shows live has answered, or ctx ends: the commands
-// moved, the live workers that did not answer, and the answers' errors.
+// moved, the live workers that did not answer, and the answers' errors. While some
+// have not answered, the request goes out again every 500 ms (one lost on the way,
+// or a worker whose lease showed before its subscription): a worker answers a
+// repeat with the same commands, which are taken once.
 func (p *Producer) gather(ctx context.Context, req adoptReq) (got []adoptedTask, missing, errs []string) {
 	expect := p.watch.live("worker")
 	inbox := p.nc.NewRespInbox()
-	sub, err := p.nc.SubscribeSync(inbox)
+	answers := make(chan *nats.Msg, 256)
+	sub, err := p.nc.ChanSubscribe(inbox, answers)
 	if err != nil {
 		return nil, expect, []string{err.Error()}
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := p.nc.PublishRequest(p.subj.adopt(), inbox, encode(req)); err != nil {
+	body := encode(req)
+	if err := p.nc.PublishRequest(p.subj.adopt(), inbox, body); err != nil {
 		return nil, expect, []string{err.Error()}
 	}
+	again := time.NewTicker(retransmit)
+	defer again.Stop()
 	answered := map[string]bool{}
+	failed := map[string]string{}
+	seen := map[string]bool{}
 	waiting := func() bool {
 		for _, w := range expect {
 			if !answered[w] {
@@ -104,26 +115,39 @@ func (p *Producer) gather(ctx context.Context, req adoptReq) (got []adoptedTask,
 		}
 		return false
 	}
+wait:
 	for waiting() {
-		msg, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			break
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-again.C:
+			_ = p.nc.PublishRequest(p.subj.adopt(), inbox, body)
+		case msg := <-answers:
+			var rep adoptReply
+			if err := json.Unmarshal(msg.Data, &rep); err != nil {
+				continue
+			}
+			answered[rep.Worker] = true
+			if rep.Err != "" {
+				failed[rep.Worker] = rep.Err
+			}
+			for _, a := range rep.Tasks {
+				if !seen[a.Key] {
+					seen[a.Key] = true
+					got = append(got, a)
+				}
+			}
 		}
-		var rep adoptReply
-		if err := json.Unmarshal(msg.Data, &rep); err != nil {
-			continue
-		}
-		answered[rep.Worker] = true
-		if rep.Err != "" {
-			errs = append(errs, rep.Worker+": "+rep.Err)
-		}
-		got = append(got, rep.Tasks...)
 	}
 	for _, w := range expect {
 		if !answered[w] {
 			missing = append(missing, w)
 		}
 	}
+	for w, e := range failed {
+		errs = append(errs, w+": "+e)
+	}
+	slices.Sort(errs)
 	return got, missing, errs
 }
 

@@ -120,8 +120,9 @@
 // released or dropped task frees what it held, so this costs no more than the
 // worker's existing buffers for as long as the owner keeps the record.
 //
-// Adopt publishes P.adopt and gathers the answers on an inbox until every worker
-// whose lease the watch shows live has answered, or its context ends. A worker
+// Adopt publishes P.adopt (again every 500 ms while some have not answered) and
+// gathers the answers on an inbox until every worker whose lease the watch shows
+// live has answered, or its context ends. A worker
 // moves each command of the scope whose scope epoch is older than the adoption's,
 // if the adopter's lease epoch is current: owner, epoch and scope epoch become the
 // adopter's, any orphan timer stops, and it holds the command, sending nothing,
