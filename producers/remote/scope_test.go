@@ -551,3 +551,16 @@ func TestReleaseAndCloseOfTheOwnerNode(t *testing.T) {
 		assert.Zero(t, w.Processes())
 	})
 }
+
+func TestValidIsCheckedWhenAsked(t *testing.T) {
+	c := newCluster(t)
+	o := c.owner()
+	require.True(t, o.p.Valid())
+	assert.Equal(t, testLease, o.p.Lease())
+	// As for a process resumed after a pause past half its lease, before the lease's
+	// goroutine has run: the last renewal is too old, and Valid says so at once.
+	o.p.lease.mu.Lock()
+	o.p.lease.validTo = time.Now().Add(-time.Nanosecond)
+	o.p.lease.mu.Unlock()
+	assert.False(t, o.p.Valid())
+}
