@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/taskrt/taskrt/messages"
 )
@@ -54,7 +55,12 @@ func (t *Tasks) Adopt(ctx context.Context, s messages.Spec, h messages.Hooks) (m
 		tellRegistry(rt.system.Root, rt, &abortStart{token: res.token})
 		return "", fmt.Errorf("%w: %w", messages.ErrAborted, err)
 	}
-	m, err = rt.commit(newCommit(rt, res.token, h, nil))
+	id, err := rt.nextID(ctx, s.Kind)
+	if err != nil {
+		tellRegistry(rt.system.Root, rt, &abortStart{token: res.token})
+		return "", err
+	}
+	m, err = rt.commit(newCommit(rt, res.token, h, nil).as(id))
 	if err == nil && m.(*startReply).err == nil {
 		return m.(*startReply).id, nil
 	}
@@ -62,4 +68,59 @@ func (t *Tasks) Adopt(ctx context.Context, s messages.Spec, h messages.Hooks) (m
 		err = m.(*startReply).err
 	}
 	return "", rt.noActorErr(err) // unlike Start, the work stays the caller's
+}
+
+// Restored is what Restore keeps of a task that was a task elsewhere: the frontend
+// that homed its owner died, and this runtime takes the owner over.
+type Restored struct {
+	// ID is the task's id, kept as the model knows it: "<kind>-<n>" of the Spec's
+	// kind, not in use in this runtime.
+	ID messages.TaskID
+	// Started is when the task started (zero: now).
+	Started time.Time
+	// Reported says the model saw the task's end already (it read, waited on or
+	// killed it): the task then gets no completion notice when it settles here.
+	Reported bool
+}
+
+// Restore makes running or ended work a task again under the id it had: Adopt,
+// with the id, start time and Reported flag of r instead of new ones. It is how a
+// runtime takes over an owner whose tasks ran under another runtime (WithIDs keeps
+// the ids of the runtimes apart). h may deliver its outcome at once (work that
+// ended meanwhile): the task then settles right after it is recorded, and its
+// completion notice goes out unless r.Reported.
+//
+// Every check of Adopt applies, and r.ID must be an id of s.Kind that this runtime
+// has no task or tombstone of (ErrInvalidSpec otherwise). On any error nothing is
+// recorded and the work stays the caller's. The runtime's own numbering never
+// gives r.ID's number of the kind afterwards.
+func (t *Tasks) Restore(ctx context.Context, s messages.Spec, r Restored, h messages.Hooks) error {
+	rt := t.rt
+	if rt.closed.Load() {
+		return rt.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", messages.ErrAborted, err)
+	}
+	if h.Done == nil || h.Cancel == nil {
+		return fmt.Errorf("%w: restored hooks without Done or Cancel", messages.ErrInvalidSpec)
+	}
+	if _, ok := idNumber(r.ID, s.Kind); !ok {
+		return fmt.Errorf("%w: %q is not an id of kind %q", messages.ErrInvalidSpec, r.ID, s.Kind)
+	}
+	m, err := rt.callUntilReply(&reserveStart{reservation: reservation{kind: s.Kind, label: s.Label, owner: s.Owner}, noQueue: true})
+	if err != nil {
+		return rt.noActorErr(err)
+	}
+	res := m.(*reserveReply)
+	if res.err != nil {
+		return res.err
+	}
+	c := newCommit(rt, res.token, h, nil).as(r.ID)
+	c.started, c.reported = r.Started, r.Reported
+	m, err = rt.commit(c)
+	if err == nil {
+		err = m.(*startReply).err
+	}
+	return rt.noActorErr(err)
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -43,6 +44,8 @@ type config struct {
 
 	meters metric.MeterProvider // nil: no metrics
 
+	ids func(ctx context.Context, kind string) (int, error) // WithIDs; nil: the registry's counters
+
 	registryHook func(msg any)                           // tests only: called before the registry handles msg
 	agentHook    func(agent messages.AgentID, msg any)   // tests only: called before an agent actor handles msg
 	taskHook     func(task messages.TaskID, msg any)     // tests only: called as a task actor handles msg (Started: once it announced itself)
@@ -59,6 +62,20 @@ func defaultConfig() config {
 		watchLimit:    defaultWatchLimit,
 		logger:        slog.New(slog.DiscardHandler),
 	}
+}
+
+// WithIDs makes the runtime number its tasks with next instead of its own
+// per-kind counters, so that several runtimes serving one set of owners — the
+// frontends of a cluster, where an owner's tasks move from one runtime to another
+// — never give two tasks one id. A task's id stays "<kind>-<n>", n from next.
+//
+// next is called once per start and adoption, on the starting goroutine (never on
+// an actor's mailbox), after the preflight passed and before Run: it may block on
+// the network, bounded by ctx. It must return a number ≥ 1 that it never returned
+// for kind before, anywhere. An error fails the start with nothing started; a
+// start that fails after next returned burns its number (a gap, never a reuse).
+func WithIDs(next func(ctx context.Context, kind string) (int, error)) Option {
+	return optionFunc(func(c *config) { c.ids = next })
 }
 
 // WithActorSystem runs the runtime's actors in an existing actor system instead of

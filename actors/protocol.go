@@ -103,11 +103,23 @@ type reserveReply struct {
 type commitStart struct {
 	token uint64
 	task  *task
+	// id, when set, is the task's id, chosen by the caller (WithIDs, Restore)
+	// instead of the registry's counter; started and reported are a restored
+	// task's.
+	id       messages.TaskID
+	started  time.Time
+	reported bool
 }
 
 // newCommit is the commit of a reservation for hooks, or for run (a queued start).
 func newCommit(rt *Runtime, token uint64, hooks messages.Hooks, run func() (messages.Hooks, error)) *commitStart {
 	return &commitStart{token: token, task: newTask(rt, messages.Snapshot{}, hooks, run, nil)}
+}
+
+// as sets the id the commit gives the task ("" keeps the registry's counter).
+func (c *commitStart) as(id messages.TaskID) *commitStart {
+	c.id = id
+	return c
 }
 
 // spawnVia answers the commit of an owned task: the caller hands the task to its

@@ -289,6 +289,7 @@ func (t *task) queuedRan(ctx actor.Context, m *queuedRan) {
 		return
 	}
 	t.hooks = m.hooks
+	t.snap.Ref = m.hooks.Ref
 	t.transition(ctx, queuedStarted, messages.Outcome{})
 	t.followOutput()
 	t.selectDone(ctx)

@@ -84,17 +84,37 @@ func (r *registry) commit(ctx actor.Context, m *commitStart) {
 		ctx.Respond(&startReply{err: err})
 		return
 	}
+	var id messages.TaskID
+	if m.id != "" {
+		n, ok := idNumber(m.id, res.kind)
+		_, used := r.tasks[m.id]
+		if _, committing := r.committing[m.id]; !ok || used || committing {
+			r.abortStart(ctx, &abortStart{token: m.token})
+			ctx.Respond(&startReply{err: fmt.Errorf("%w: id %s is not a free id of kind %s", messages.ErrInvalidSpec, m.id, res.kind)})
+			return
+		}
+		// The counter never goes back under a number given out here, so a later
+		// start of this runtime's own cannot reuse it.
+		r.counters[res.kind] = max(r.counters[res.kind], n)
+		id = m.id
+	} else {
+		r.counters[res.kind]++
+		var buf [48]byte // the id in one allocation: <kind>-<n>
+		id = messages.TaskID(strconv.AppendInt(append(append(buf[:0], res.kind...), '-'), int64(r.counters[res.kind]), 10))
+	}
 	delete(r.starts, m.token)
-	r.counters[res.kind]++
-	var buf [48]byte // the id in one allocation: <kind>-<n>
-	id := strconv.AppendInt(append(append(buf[:0], res.kind...), '-'), int64(r.counters[res.kind]), 10)
 	snap := messages.Snapshot{
-		ID:      messages.TaskID(id),
-		Kind:    res.kind,
-		Label:   res.label,
-		Owner:   res.owner,
-		Status:  messages.Running,
-		Started: time.Now(),
+		ID:       id,
+		Kind:     res.kind,
+		Label:    res.label,
+		Owner:    res.owner,
+		Status:   messages.Running,
+		Started:  time.Now(),
+		Ref:      m.task.hooks.Ref,
+		Reported: m.reported,
+	}
+	if !m.started.IsZero() {
+		snap.Started = m.started
 	}
 	if res.queued {
 		snap.Status = messages.Queued
@@ -267,10 +287,15 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 		return res.dup, fmt.Errorf("%w: key %q is task %s", messages.ErrDuplicate, s.Key, res.dup)
 	}
 	abort := func() { tellRegistry(rt.system.Root, rt, &abortStart{token: res.token}) }
+	id, err := rt.nextID(ctx, s.Kind)
+	if err != nil {
+		abort()
+		return "", err
+	}
 	if res.queued {
 		// At the cap with room in the queue: the task is recorded queued now, and
 		// the runtime calls Run once it gets a slot (queue.go).
-		m, err = rt.commit(newCommit(rt, res.token, messages.Hooks{}, s.Run))
+		m, err = rt.commit(newCommit(rt, res.token, messages.Hooks{}, s.Run).as(id))
 		if err == nil && m.(*startReply).err == nil {
 			return m.(*startReply).id, nil
 		}
@@ -295,7 +320,7 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 		abort()
 		return "", fmt.Errorf("%w: Run returned hooks without Done or Cancel", messages.ErrInvalidSpec)
 	}
-	m, err = rt.commit(newCommit(rt, res.token, hooks, nil))
+	m, err = rt.commit(newCommit(rt, res.token, hooks, nil).as(id))
 	if err == nil && m.(*startReply).err == nil {
 		return m.(*startReply).id, nil
 	}
@@ -305,6 +330,22 @@ func (t *Tasks) Start(ctx context.Context, s messages.Spec) (messages.TaskID, er
 	// The work started but has no id: stop it, await it, release it.
 	rt.unwind(hooks, "start abandoned")
 	return "", rt.noActorErr(err)
+}
+
+// nextID is the id WithIDs gives a start of kind, or "" for the registry's
+// counter. An error is the start's, wrapped so that it says what failed.
+func (rt *Runtime) nextID(ctx context.Context, kind string) (messages.TaskID, error) {
+	if rt.cfg.ids == nil {
+		return "", nil
+	}
+	n, err := contain.Value("ids", func() (int, error) { return rt.cfg.ids(ctx, kind) })
+	if err != nil {
+		return "", fmt.Errorf("start %s task: numbering it: %w", kind, err)
+	}
+	if n < 1 {
+		return "", fmt.Errorf("start %s task: numbering it: WithIDs gave %d, not a number ≥ 1", kind, n)
+	}
+	return messages.TaskID(kind + "-" + strconv.Itoa(n)), nil
 }
 
 // unwind cancels work that was started but never committed, waits for its Done up to
@@ -343,6 +384,16 @@ func (t *Tasks) AttachSurface(name string) (detach func()) {
 			}
 		})
 	}
+}
+
+// idNumber is the number of id, an id of kind: "<kind>-<n>" with n ≥ 1.
+func idNumber(id messages.TaskID, kind string) (int, bool) {
+	rest, ok := strings.CutPrefix(string(id), kind+"-")
+	if !ok || rest == "" || rest[0] == '0' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n > 0
 }
 
 // abortStart releases a reservation whose Run failed or was never called.

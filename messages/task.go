@@ -91,6 +91,9 @@ type Hooks struct {
 	// runtime closed), after Done settled and every Cancel call returned. Producers
 	// free what must outlive settlement for reads, such as a spill file. Optional.
 	Release func()
+	// Ref is the producer's name for the work (a remote command's key), kept in
+	// Snapshot.Ref so that an embedder can find the work again. Optional.
+	Ref string
 }
 
 // Output is a stream kind's output as the runtime reads it (Hooks.Output). The
@@ -168,6 +171,9 @@ type Snapshot struct {
 	// is unread. A read clears it; waits and reads up to a pattern do not wait
 	// through it (they return at once, since nothing can happen until a read).
 	OutputFull bool
+	// Ref is the producer's name for the work (Hooks.Ref); "" for none, and
+	// while a queued task has not started.
+	Ref string
 }
 
 // ReadResult is what a read returns: the output (a delta for stream kinds, the final
