@@ -188,6 +188,12 @@ func TestFrontendProcessesServeAScope(t *testing.T) {
 		}
 	}
 	awaitMarked(t, mark, 1) // bash-1 runs on the worker
+	// The cluster numbers the tasks: a scope minted on B goes on from A's bash-3,
+	// so no two tasks share an id whichever frontend homes them.
+	other := callAt(t, b.url, "bash", map[string]any{"command": "echo other", "run_in_background": true})
+	if id, _ := other.structured["task_id"].(string); id != "bash-4" || other.structured["scope"] == scope {
+		t.Fatalf("a start in a new scope at B = %q %v, want bash-4 in a scope of its own", other.texts, other.structured)
+	}
 
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

@@ -216,7 +216,9 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 		toolOpts = append(toolOpts, tools.WithLimits(o.limits))
 		opts = append(opts, mcpserver.WithBashRunner(node.producer))
 		if node.placement != nil {
-			opts = append(opts, mcpserver.WithPlacement(node.placement))
+			// Task numbers come from the cluster, so that a task keeps its id on
+			// whichever frontend serves its scope and no two tasks share one.
+			opts = append(opts, mcpserver.WithPlacement(node.placement), mcpserver.WithRuntimeOptions(actors.WithIDs(node.placement.NextID)))
 			fmt.Fprintf(stderr, "taskrt-mcp: frontend %s: serves every live sessionless scope of the cluster on %s\n", node.placement.ID(), o.natsURL)
 		}
 	} else {
