@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/taskrt/taskrt/internal/utf8tail"
 	"github.com/taskrt/taskrt/messages"
 )
 
@@ -587,16 +588,7 @@ func (o *Buffer) incompleteTail(from, end int64) int64 {
 	if err != nil {
 		return 0
 	}
-	for i := len(b) - 1; i >= 0; i-- {
-		if !utf8.RuneStart(b[i]) {
-			continue
-		}
-		if b[i] >= 0xC0 && !utf8.FullRune(b[i:]) {
-			return int64(len(b) - i)
-		}
-		return 0
-	}
-	return 0
+	return int64(utf8tail.Incomplete(b))
 }
 
 // intersect returns the parts of want (ordered, disjoint) that lie in avail

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/taskrt/taskrt/internal/utf8tail"
 )
 
 // This file is the owner node's read cursor of scope-owned tasks: how far this
@@ -89,16 +91,7 @@ func (t *rtask) incompleteTailLocked(from, end int64) int64 {
 	if missed > 0 || int64(len(b)) != end-start {
 		return 0
 	}
-	for i := len(b) - 1; i >= 0; i-- {
-		if !utf8.RuneStart(b[i]) {
-			continue
-		}
-		if b[i] >= 0xC0 && !utf8.FullRune(b[i:]) {
-			return int64(len(b) - i)
-		}
-		return 0
-	}
-	return 0
+	return int64(utf8tail.Incomplete(b))
 }
 
 // maxMatchScan bounds how much output matchEndLocked looks at.
