@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -70,4 +71,52 @@ func BenchmarkClusterCall(b *testing.B) {
 		})
 	}
 	post(fa.hs.URL, "scope_close", args)
+}
+
+// BenchmarkClusterIdleScopes measures what an idle scope costs its home
+// frontend: b.N scopes are minted on one frontend (each by a background `true`,
+// which ends at once, so the scope is idle with one settled task), and the
+// frontend's live heap after a GC is compared with the heap before. It reports
+// the bytes per scope and the whole heap growth:
+//
+//	go test -run '^$' -bench BenchmarkClusterIdleScopes -benchtime 10000x ./tools/mcpserver/
+func BenchmarkClusterIdleScopes(b *testing.B) {
+	ns := natsServer(b)
+	fa := newFrontend(b, ns, "fe-a", nil)
+	hc := &http.Client{Transport: &http.Transport{}}
+	b.Cleanup(hc.CloseIdleConnections)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"bash","arguments":{"command":"true","run_in_background":true},%s}}`, meta)
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	b.ResetTimer()
+	for range b.N {
+		req, _ := http.NewRequest(http.MethodPost, fa.hs.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "bash")
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(raw), `"scope":"`) {
+			b.Fatalf("no scope minted: %s", raw)
+		}
+	}
+	b.StopTimer()
+	hc.CloseIdleConnections()
+	after := heap()
+	grown := float64(after) - float64(before)
+	b.ReportMetric(grown/float64(b.N), "heap-B/scope")
+	b.ReportMetric(grown/(1<<20), "heap-MiB")
 }
