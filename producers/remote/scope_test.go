@@ -147,14 +147,22 @@ func ask[T any](t *testing.T, nc *nats.Conn, subj string, req any) T {
 	return rep
 }
 
+// adoption is the cluster of the adoption tests: one worker keeping orphans
+// long enough, owner A (scope epoch 1) with the scope's agent registered, owner B
+// (epoch 2), and what B sees of A's lease ending.
+func adoption(t *testing.T) (c *cluster, w *Worker, a, b *owner, aEnded <-chan uint64) {
+	t.Helper()
+	c = newCluster(t)
+	w, _ = c.worker("w1", WithOrphanGrace(settleLimit))
+	a = c.owner(scoped(1))
+	b = c.owner(scoped(2))
+	require.NoError(t, a.rt.Agents().Register(context.Background(), scopeAgent))
+	return c, w, a, b, b.ownerEnded(a.p.Node())
+}
+
 func TestScopeOwnedCommandIsAdoptedByAnotherNode(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t)
-	w, _ := c.worker("w1", WithOrphanGrace(settleLimit))
-	a := c.owner(scoped(1))
-	b := c.owner(scoped(2))
-	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
-	aEnded := b.ownerEnded(a.p.Node())
+	c, w, a, b, aEnded := adoption(t)
 	fenced := make(chan uint64, 1)
 	a.p.OnFence(func(epoch uint64) { fenced <- epoch })
 
@@ -232,13 +240,7 @@ func TestScopeOwnedCommandIsAdoptedByAnotherNode(t *testing.T) {
 }
 
 func TestACommandThatEndedBeforeTheAdoptionIsAdoptedWithItsOutcome(t *testing.T) {
-	ctx := context.Background()
-	c := newCluster(t)
-	w, _ := c.worker("w1", WithOrphanGrace(settleLimit))
-	a := c.owner(scoped(1))
-	b := c.owner(scoped(2))
-	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
-	aEnded := b.ownerEnded(a.p.Node())
+	_, w, a, b, aEnded := adoption(t)
 
 	id := a.start(t, scopeAgent, bash.Command{Command: `echo one; echo two; exit 3`})
 	key := a.soleKey(t)
@@ -405,13 +407,7 @@ func TestAFencedNodeDetachesItsScopeAndAdoptsItAgain(t *testing.T) {
 }
 
 func TestACommandThatEndsWhileOrphanedIsAdoptedWithItsOutput(t *testing.T) {
-	ctx := context.Background()
-	c := newCluster(t)
-	w, _ := c.worker("w1", WithOrphanGrace(settleLimit))
-	a := c.owner(scoped(1))
-	b := c.owner(scoped(2))
-	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
-	aEnded := b.ownerEnded(a.p.Node())
+	_, w, a, b, aEnded := adoption(t)
 	fifo := filepath.Join(t.TempDir(), "go")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	id := a.start(t, scopeAgent, bash.Command{Command: fmt.Sprintf(`echo one; cat %s; echo end; exit 7`, fifo)})
@@ -439,12 +435,7 @@ func TestACommandThatEndsWhileOrphanedIsAdoptedWithItsOutput(t *testing.T) {
 
 func TestABlockModeCommandIsAdoptedWithoutLosingOrRepeatingOutput(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t)
-	w, _ := c.worker("w1", WithOrphanGrace(settleLimit))
-	a := c.owner(scoped(1))
-	b := c.owner(scoped(2))
-	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
-	aEnded := b.ownerEnded(a.p.Node())
+	_, w, a, b, aEnded := adoption(t)
 	const lines = 100_000 // 588,895 bytes: many reads' worth, so the command waits for them
 	id := a.start(t, scopeAgent, bash.Command{Command: fmt.Sprintf(`seq 1 %d`, lines), BlockOutput: true})
 	key := a.soleKey(t)
