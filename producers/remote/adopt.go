@@ -233,8 +233,9 @@ func (p *Producer) Valid() bool { return p.lease.valid() }
 func (p *Producer) Lease() time.Duration { return p.cfg.lease }
 
 // OnFence adds fn, called with the epoch when this node's lease of that epoch is
-// lost, on the lease's goroutine, before the producer fences its own tasks. fn
-// must not block.
+// lost, on the lease's goroutine: after its scope-owned tasks are detached (a
+// Cancel then settles them here without a word to the workers), before its own
+// tasks settle failed. fn must not block.
 func (p *Producer) OnFence(fn func(epoch uint64)) {
 	p.cbMu.Lock()
 	defer p.cbMu.Unlock()
@@ -261,4 +262,45 @@ func (p *Producer) OwnerEnded(node string, epoch uint64) bool {
 func (p *Producer) OwnerKnown(node string) (epoch uint64, live bool, known bool) {
 	e, gone, known := p.watch.state(ownerKey(node))
 	return e, known && !gone, known
+}
+
+// OwnerLive reports whether owner node node holds its lease under epoch: this
+// node's own lease while Valid, another's as the lease watch shows it, or as the
+// store has it when the watch has not shown that lease yet (one acquired a moment
+// ago). It waits for the watch's first view until ctx ends.
+func (p *Producer) OwnerLive(ctx context.Context, node string, epoch uint64) (bool, error) {
+	if node == p.node {
+		cur, err := p.lease.current()
+		return err == nil && cur == epoch && p.lease.valid(), nil
+	}
+	select {
+	case <-p.watch.ready:
+	case <-ctx.Done():
+		return false, fmt.Errorf("remote: the lease watch is not ready: %w", ctx.Err())
+	}
+	if cur, gone, known := p.watch.state(ownerKey(node)); known {
+		return !gone && cur == epoch, nil
+	}
+	cur, ok, err := lookup(ctx, p.lease.kv, ownerKey(node))
+	if err != nil {
+		return false, fmt.Errorf("remote: reading the lease of %s: %w", node, err)
+	}
+	return ok && cur == epoch, nil
+}
+
+// Handoff detaches every scope-owned command of this node, as a lost lease does:
+// a Cancel then settles its task here without a word to the worker, and no
+// release is sent. Closing the runtime and then the Producer (which ends the
+// lease) then leaves those commands running on the workers, orphaned, for another
+// node to Adopt within the orphan grace. It is how a frontend shuts down without
+// killing the tasks of the scopes it homed; commands started after it are not
+// detached.
+func (p *Producer) Handoff() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tasks {
+		if t.scope != "" {
+			t.detached.Store(true)
+		}
+	}
 }

@@ -686,14 +686,11 @@ func (p *Producer) leaseGone(kind, name string, epoch uint64) {
 // on the lapse (they kill those commands when they see the lease end). A
 // scope-owned task is detached instead (the workers keep it for the scope's next
 // home): its output stays as it is, and a Cancel settles it here at once; one
-// already cancelled settles now. The OnFence callbacks run first.
+// already cancelled settles now. The OnFence callbacks run once the scope-owned
+// tasks are detached, before the node's own tasks settle.
 func (p *Producer) fence(epoch uint64, why string) {
-	p.cbMu.Lock()
-	fns := p.onFence
-	p.cbMu.Unlock()
-	for _, fn := range fns {
-		fn(epoch)
-	}
+	// Detached first: a callback that ends the scopes' owners then cancels
+	// their tasks here only, never on the workers.
 	p.mu.Lock()
 	var live, cancelled []*rtask
 	for _, t := range p.tasks {
@@ -710,6 +707,12 @@ func (p *Producer) fence(epoch uint64, why string) {
 		}
 	}
 	p.mu.Unlock()
+	p.cbMu.Lock()
+	fns := p.onFence
+	p.cbMu.Unlock()
+	for _, fn := range fns {
+		fn(epoch)
+	}
 	for _, t := range live {
 		t.settle(messages.Outcome{Status: messages.Failed, Detail: "owner lease lost: " + why})
 	}
