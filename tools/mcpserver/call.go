@@ -206,6 +206,11 @@ func (s *Server) answer(ctx context.Context, c *call, r tools.Result) mcp.Result
 	if scoped { // a start: the scope goes with the task id, in the text too
 		r.Text += "\n" + scopeText(c.owner.handle, s.cfg.sessionTimeout)
 	}
+	if c.owner != nil {
+		// Before the answer: a start's task is in the scope's record before the
+		// model has its id.
+		s.saveScope(ctx, c.owner, false)
+	}
 	res := toResult(r, notices)
 	if scoped {
 		res.StructuredContent = withScope(res.StructuredContent, c.owner.handle)

@@ -18,28 +18,35 @@ import (
 
 // Several frontends, one set of scopes (WithPlacement; taskrt-mcp -http -nats).
 //
-// Each sessionless scope has one home: the frontend that minted it, which
-// registered it with the placement at mint and keeps all its state — owner
-// agent, fence, ids, caps, queue, notices — in memory, by the same code as a
-// single server. A sessionless HTTP request that names a scope (the scope
-// argument, a task id "<id>.<scope>", a tasks/* taskId) and reaches another
-// frontend is served thus:
+// Each sessionless scope has one home: a frontend that runs its owner agent —
+// fence, ids, caps, queue, notices — by the same code as a single server, and
+// keeps the scope's record in the store (package placement): its tasks (id,
+// kind, label, the command's key on the workers, start, whether the model has had
+// its end). The home writes the record before it answers a start, and after the
+// answer that carried a notice or showed an end. A sessionless HTTP request that
+// names a scope (the scope argument, a task id "<id>.<scope>", a tasks/* taskId)
+// is served thus:
 //
-//   - the scope is open here: served here, as on one server (no store access);
-//   - the placement knows no such scope for the request's principal: served here,
-//     so refused exactly as on one server (an unknown and a foreign scope read
-//     alike on every frontend);
-//   - another live frontend homes it: the request — its body, the headers the
-//     SDK reads, the principal (user id and scopes of the token info) — is
-//     forwarded to that home with the time the caller has left, and the home's
-//     answer (status, headers, body: an SSE stream whole) is returned unchanged;
-//   - its home's lease ended: the scope is lost (its state died with its home,
-//     its remote tasks with the home's owner lease), and the answer says so —
-//     never a new, empty scope.
+//   - the scope is homed here and this frontend's lease is valid: served here;
+//   - the store knows no such scope for the request's principal: served here, so
+//     refused exactly as on one server (an unknown and a foreign scope read alike
+//     on every frontend);
+//   - another live frontend homes it: the request is forwarded to that home with
+//     the time the caller has left, and the home's answer returned unchanged;
+//   - its home's lease ended (it died, was paused or cut off, or shut down): this
+//     frontend takes the scope (a compare-and-set on its record, with the scope's
+//     next epoch), adopts its commands from the workers under that epoch, makes
+//     each recorded task a task again under its id (actors.Tasks.Restore), and
+//     serves the request. Every frontend also takes the scopes of a home whose
+//     lease it sees end, at once, so that their commands are adopted within the
+//     workers' orphan grace whether or not a request comes.
 //
-// Requests without a scope (a start that mints one, tools/list, server/discover)
-// are served by the frontend that received them; sessions (2025-11-25) stay with
-// their connection as before.
+// A frontend that loses its lease (a pause, a partition) detaches its scopes'
+// commands before anything else (its kills never reach the workers, which refuse
+// its epoch anyway once another frontend adopted them) and drops those scopes
+// without a write; Close hands its scopes on the same way. Requests without a
+// scope (a start that mints one, tools/list, server/discover) are served by the
+// frontend that received them; sessions (2025-11-25) stay with their connection.
 
 // principalHeader carries a forwarded request's principal to its home.
 const principalHeader = "Taskrt-Principal"
@@ -49,18 +56,22 @@ const principalHeader = "Taskrt-Principal"
 type forwardedKey struct{}
 
 // joinPlacement makes the Server's placement, if any, serve the requests
-// forwarded here and fence the scopes of a lost lease.
+// forwarded here, drop the scopes of a lost lease and take those of an ended one.
 func (s *Server) joinPlacement() error {
 	p := s.cfg.placement
 	if p == nil {
 		return nil
 	}
-	p.OnFence(s.fenced)
+	p.Node().OnFence(s.fenced)
+	p.Node().OnOwnerEnded(s.orphaned)
 	if err := p.Serve(s.serveForwarded); err != nil {
 		return fmt.Errorf("taskrt-mcp: %w", err)
 	}
 	return nil
 }
+
+// inCluster reports whether o is a scope with a record in the placement.
+func (s *Server) inCluster(o *owner) bool { return s.cfg.placement != nil && o.isScope() }
 
 // place registers a scope minted here with the placement, under its current
 // lease: without a lease, no scope is minted.
@@ -73,19 +84,27 @@ func (s *Server) place(ctx context.Context, o *owner) error {
 	if err != nil {
 		return err
 	}
-	o.homeEpoch = epoch
+	o.homeEpoch, o.gen, o.pHash = epoch, 1, placement.PrincipalHash(o.principal)
 	return nil
 }
 
-// errScopeLost ends the scopes of a lease this frontend lost: the others now read
-// them as lost, so their records must stay.
-var errScopeLost = errors.New("taskrt-mcp: this frontend lost its lease; its scopes are lost")
+// errScopeLost ends the scopes of a lease this frontend lost, and errHandedOff
+// those of a frontend that closes: their records stay for the frontend that
+// takes them, and their commands run on (detached here first).
+var (
+	errScopeLost = errors.New("taskrt-mcp: this frontend lost its lease; another frontend takes its scopes")
+	errHandedOff = errors.New("taskrt-mcp: this frontend is shutting down; another frontend takes its scopes")
+)
 
-// unplace deletes an ended scope's record, unless the scope ended because its
-// home lost its lease.
+// unplace deletes an ended scope's record, unless the scope was dropped here
+// to be taken elsewhere.
 func (s *Server) unplace(o *owner, cause error) {
 	p := s.cfg.placement
-	if p == nil || !o.isScope() || errors.Is(cause, errScopeLost) {
+	if !s.inCluster(o) {
+		return
+	}
+	if errors.Is(cause, errScopeLost) || errors.Is(cause, errHandedOff) {
+		p.Abandon(o.handle)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(p.Lease()/4, 500*time.Millisecond))
@@ -93,8 +112,9 @@ func (s *Server) unplace(o *owner, cause error) {
 	p.Unregister(ctx, o.handle)
 }
 
-// fenced ends every scope registered under epoch, the lease this frontend lost:
-// from now on every frontend reads them as lost. It does not block.
+// fenced drops every scope homed here under epoch, the lease this frontend lost
+// (its commands are detached already): from now on another frontend takes them.
+// It does not block.
 func (s *Server) fenced(epoch uint64) {
 	s.mu.Lock()
 	if s.phase != open {
@@ -112,7 +132,7 @@ func (s *Server) fenced(epoch uint64) {
 	for _, o := range lost {
 		go func() {
 			defer s.wg.Done()
-			s.log.Warn("scope lost with this frontend's lease", "owner", o.agent)
+			s.log.Warn("scope dropped with this frontend's lease", "owner", o.agent)
 			s.end(o, errScopeLost)
 		}()
 	}
@@ -170,8 +190,8 @@ func scopeOfBody(body []byte) routed {
 	return r
 }
 
-// route serves a sessionless request whose scope is not open here: forwarded to
-// its home, or answered lost, or (false) left to this frontend.
+// route serves a sessionless request whose scope is not served here: forwarded
+// to its home, or taken here, or (false) left to this frontend.
 func (h *httpHandler) route(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if r.Context().Value(forwardedKey{}) != nil {
 		return false
@@ -184,29 +204,43 @@ func (h *httpHandler) route(w http.ResponseWriter, r *http.Request, body []byte)
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 		principal = ti.UserID
 	}
-	if h.s.findScope(req.handle, principal) != nil {
-		return false
-	}
 	p := h.s.cfg.placement
-	loc, err := p.Locate(r.Context(), req.handle, principal)
-	switch {
-	case err != nil:
-		writeRPCError(w, req, "taskrt-mcp: cannot find where scope "+tools.Label(req.handle)+" lives: "+err.Error())
-		return true
-	case loc.Where == placement.Lost:
-		writeLost(w, req, loc.Home)
-		return true
-	case loc.Where != placement.Elsewhere:
+	if h.s.findScope(req.handle, principal) != nil && p.Valid() {
 		return false
 	}
-	resp, err := p.Forward(r.Context(), loc.Home, placement.Request{Header: forwardHeader(r), Body: body})
+	for try := 0; ; try++ {
+		loc, err := p.Locate(r.Context(), req.handle, principal)
+		if err == nil && (loc.Where == placement.Orphaned || loc.Where == placement.Here) {
+			// Here: homed here by the record, taken a moment ago or being taken.
+			_, err = h.s.takeScope(r.Context(), req.handle)
+			if err == nil {
+				return false
+			}
+			if (errors.Is(err, placement.ErrHomeLive) || errors.Is(err, placement.ErrMoved)) && try < 3 {
+				continue // another frontend took it first: find it there
+			}
+		}
+		switch {
+		case err != nil:
+			writeRPCError(w, req, "taskrt-mcp: cannot find where scope "+tools.Label(req.handle)+" lives: "+err.Error())
+			return true
+		case loc.Where != placement.Elsewhere:
+			return false
+		}
+		return h.forward(w, r, req, loc.Home, body)
+	}
+}
+
+// forward serves a request at the scope's home and writes its answer.
+func (h *httpHandler) forward(w http.ResponseWriter, r *http.Request, req routed, home string, body []byte) bool {
+	resp, err := h.s.cfg.placement.Forward(r.Context(), home, placement.Request{Header: forwardHeader(r), Body: body})
 	if err != nil {
 		why := err.Error()
 		if errors.Is(err, context.DeadlineExceeded) {
 			why = "the call's deadline passed before it answered (" + err.Error() + ")"
 		}
-		h.s.log.Info("forwarding a request", "home", loc.Home, "err", err)
-		writeRPCError(w, req, "taskrt-mcp: scope "+tools.Label(req.handle)+" lives on frontend "+loc.Home+": "+why)
+		h.s.log.Info("forwarding a request", "home", home, "err", err)
+		writeRPCError(w, req, "taskrt-mcp: scope "+tools.Label(req.handle)+" lives on frontend "+home+": "+why)
 		return true
 	}
 	for k, vs := range resp.Header {
@@ -241,6 +275,11 @@ func forwardHeader(r *http.Request) http.Header {
 // the same HTTP handler as any request, under the caller's deadline and
 // principal, its answer kept whole.
 func (s *Server) serveForwarded(ctx context.Context, req placement.Request) placement.Response {
+	if !s.cfg.placement.Valid() {
+		// A stale home (resumed from a pause past its lease): it answers for no
+		// scope; the forwarder's next try finds the scope's new home.
+		return placement.Response{Status: http.StatusServiceUnavailable, Body: []byte(placement.ErrNoLease.Error())}
+	}
 	ctx = context.WithValue(ctx, forwardedKey{}, true)
 	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://localhost"+Path, bytes.NewReader(req.Body))
 	if err != nil {
@@ -293,24 +332,6 @@ func (k *kept) Write(b []byte) (int, error) {
 	return k.body.Write(b)
 }
 func (k *kept) Flush() {}
-
-// lostText is the answer for a scope whose home was lost.
-func lostText(handle, home string) string {
-	return "scope lost: " + tools.Label(handle) + " (its home frontend " + home + " stopped — it died or was cut off — and a scope lives in its home's memory, " +
-		"so its tasks were killed with it; start a background command without scope for a new one)"
-}
-
-// writeLost answers a request for a lost scope: a tool error for a tool call (the
-// model reads it), an invalid-params error for a tasks method.
-func writeLost(w http.ResponseWriter, req routed, home string) {
-	text := lostText(req.handle, home)
-	if req.method != "tools/call" {
-		writeRPC(w, req.id, nil, &rpcError{Code: -32602, Message: text})
-		return
-	}
-	res := map[string]any{"content": []map[string]string{{"type": "text", "text": text}}, "isError": true, "resultType": "complete"}
-	writeRPC(w, req.id, res, nil)
-}
 
 // writeRPCError answers a request that could not be served with an internal
 // error.

@@ -22,7 +22,7 @@ import (
 //	go test -run '^$' -bench BenchmarkClusterCall -benchtime 2000x ./tools/mcpserver/
 func BenchmarkClusterCall(b *testing.B) {
 	ns := natsServer(b)
-	fa, fb := newFrontend(b, ns, "fe-a", nil), newFrontend(b, ns, "fe-b", nil)
+	fa, fb := newFrontend(b, ns, nil), newFrontend(b, ns, nil)
 	hc := &http.Client{Transport: &http.Transport{}}
 	b.Cleanup(hc.CloseIdleConnections)
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
@@ -82,7 +82,7 @@ func BenchmarkClusterCall(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkClusterIdleScopes -benchtime 10000x ./tools/mcpserver/
 func BenchmarkClusterIdleScopes(b *testing.B) {
 	ns := natsServer(b)
-	fa := newFrontend(b, ns, "fe-a", nil)
+	fa := newFrontend(b, ns, nil)
 	hc := &http.Client{Transport: &http.Transport{}}
 	b.Cleanup(hc.CloseIdleConnections)
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`

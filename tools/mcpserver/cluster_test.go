@@ -47,14 +47,19 @@ func natsServer(t testing.TB) *remote.Server {
 // newFrontend starts a frontend on ns, its HTTP handler wrapped by wrap (nil:
 // none). The test's end closes the Server, then the placement, then the
 // connection.
-func newFrontend(t testing.TB, ns *remote.Server, id string, wrap func(http.Handler) http.Handler, opts ...mcpserver.Option) *frontend {
+func newFrontend(t testing.TB, ns *remote.Server, wrap func(http.Handler) http.Handler, opts ...mcpserver.Option) *frontend {
 	t.Helper()
 	nc, err := remote.Connect(ns.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	p, err := placement.New(nc, placement.WithID(id), placement.WithLease(clusterLease))
+	node, err := remote.New(nc, remote.WithLease(clusterLease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close(bg) })
+	p, err := placement.New(nc, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +155,7 @@ func TestClusterServesAScopeFromEveryFrontend(t *testing.T) {
 	assertNoMarked(t, mark)
 
 	ns := natsServer(t)
-	fa, fb, fc := newFrontend(t, ns, "fe-a", nil), newFrontend(t, ns, "fe-b", nil), newFrontend(t, ns, "fe-c", nil)
+	fa, fb, fc := newFrontend(t, ns, nil), newFrontend(t, ns, nil), newFrontend(t, ns, nil)
 	rr := &roundRobin{cs: []*rpc{sessionlessAt(t, fa.hs, ""), sessionlessAt(t, fb.hs, ""), sessionlessAt(t, fc.hs, "")}}
 	mark = newMark(t)
 	got := playScope(t, rr, mark)
@@ -177,7 +182,7 @@ func TestClusterRefusesAForeignScopeAlike(t *testing.T) {
 	}
 	wrap := auth.RequireBearerToken(verify, nil)
 	ns := natsServer(t)
-	fs := []*frontend{newFrontend(t, ns, "fe-a", wrap), newFrontend(t, ns, "fe-b", wrap), newFrontend(t, ns, "fe-c", wrap)}
+	fs := []*frontend{newFrontend(t, ns, wrap), newFrontend(t, ns, wrap), newFrontend(t, ns, wrap)}
 	mark := newMark(t)
 	id, scope := sessionlessAt(t, fs[0].hs, "alice").startScoped(marked(mark, "sleep 600"), "")
 	awaitMarked(t, mark, 1)
@@ -230,14 +235,14 @@ func TestClusterForwardedCallEndsAtItsDeadline(t *testing.T) {
 			h.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
-	fa, fb := newFrontend(t, ns, "fe-a", nil), newFrontend(t, ns, "fe-b", short)
+	fa, fb := newFrontend(t, ns, nil), newFrontend(t, ns, short)
 	mark := newMark(t)
 	id, scope := sessionlessAt(t, fa.hs, "").startScoped(marked(mark, "sleep 600"), "")
 	b := sessionlessAt(t, fb.hs, "")
 	began := time.Now()
 	r := b.call("tools/call", fmt.Sprintf(`{"name":"task_output","arguments":{"task_id":%q,"scope":%q,"wait":true,"timeout_ms":60000}}`, id, scope))
 	took := time.Since(began)
-	if r.Error == nil || !strings.Contains(r.Error.Message, "deadline") || !strings.Contains(r.Error.Message, "fe-a") {
+	if r.Error == nil || !strings.Contains(r.Error.Message, "deadline") || !strings.Contains(r.Error.Message, fa.p.ID()) {
 		t.Fatalf("a forwarded call past its deadline = %s, want the deadline error naming the home", r.raw)
 	}
 	if took > 20*time.Second {
@@ -251,14 +256,18 @@ func TestClusterForwardedCallEndsAtItsDeadline(t *testing.T) {
 	assertNoMarked(t, mark)
 }
 
-// TestClusterLostHomeIsSaid: when a home frontend is cut off from NATS (its
-// lease lapses), a survivor answers a call for its scope with the lost error —
-// never a new, empty scope — and so does every frontend after it.
-func TestClusterLostHomeIsSaid(t *testing.T) {
+// TestClusterTakeoverAfterCut: when a home frontend is cut off from NATS (its
+// lease lapses), a survivor takes its scope — never a new, empty scope: the task
+// keeps its id; this one ran in the home's memory (a local command), so it reads
+// failed, lost with that home, and its notice comes once; the scope takes new
+// starts, numbered on; the cut-off home, fenced, killed its own command and
+// answers nothing for the scope.
+func TestClusterTakeoverAfterCut(t *testing.T) {
 	ns := natsServer(t)
-	fa, fb, fc := newFrontend(t, ns, "fe-a", nil), newFrontend(t, ns, "fe-b", nil), newFrontend(t, ns, "fe-c", nil)
+	fa, fb, fc := newFrontend(t, ns, nil), newFrontend(t, ns, nil), newFrontend(t, ns, nil)
 	mark := newMark(t)
 	id, scope := sessionlessAt(t, fa.hs, "").startScoped(marked(mark, "sleep 600"), "")
+	home := fa.p.ID()
 	fa.nc.Close() // A is cut off: it fences itself at half its lease, and its lease lapses
 	b, c := sessionlessAt(t, fb.hs, ""), sessionlessAt(t, fc.hs, "")
 	cut := time.Now()
@@ -270,33 +279,32 @@ func TestClusterLostHomeIsSaid(t *testing.T) {
 			if err := json.Unmarshal(r.Result, &got); err != nil {
 				t.Fatal(err)
 			}
-		}
-		if r.Error == nil && len(got.Content) > 0 && strings.HasPrefix(got.Content[0].Text, "scope lost: ") {
 			break
 		}
-		if r.Error != nil && !strings.Contains(r.Error.Message, "unreachable") {
+		if !strings.Contains(r.Error.Message, "unreachable") {
 			t.Fatalf("before the lapse: %s, want the home unreachable", r.raw)
 		}
 		if time.Since(cut) > time.Minute {
-			t.Fatalf("no lost error within a minute: %s", r.raw)
+			t.Fatalf("not taken within a minute: %s", r.raw)
 		}
 	}
 	if took := time.Since(cut); took > clusterLease+2*time.Second {
-		t.Errorf("the lost error came %s after the cut, want within the lease + 2s", took)
+		t.Errorf("the scope was served again %s after the cut, want within the lease + 2s", took)
 	}
-	if !got.IsError || !strings.Contains(got.Content[0].Text, "fe-a") {
-		t.Errorf("lost answer = %+v", got)
+	if len(got.Content) == 0 || !strings.Contains(got.Content[0].Text, "[status: failed") || !strings.Contains(got.Content[0].Text, "lost with frontend "+home) {
+		t.Errorf("task_output after the takeover = %+v, want %s failed, lost with %s", got, id, home)
 	}
-	for _, cl := range []*rpc{b, c} {
-		if r := cl.scopedTool("task_list", map[string]any{"scope": scope}); !r.isError || !strings.HasPrefix(r.texts[0], "scope lost: ") {
-			t.Errorf("task_list of the lost scope = %q, want the lost error", r.texts)
-		}
-		if r := cl.scopedTool("bash", map[string]any{"command": "true", "run_in_background": true, "scope": scope}); !r.isError || !strings.HasPrefix(r.texts[0], "scope lost: ") {
-			t.Errorf("a start in the lost scope = %q, want the lost error", r.texts)
-		}
+	list := c.scopedTool("task_list", map[string]any{"scope": scope})
+	if list.isError || len(list.texts) == 0 || !strings.HasPrefix(list.texts[0], id+" [bash] failed") {
+		t.Errorf("task_list at C after the takeover = %q, want %s failed", list.texts, id)
 	}
-	// A, fenced, has ended the scope itself (its local commands are killed).
+	next := c.scopedTool("bash", map[string]any{"command": "echo again", "run_in_background": true, "scope": scope})
+	if next.isError || !strings.HasPrefix(next.texts[0], "started background task bash-2") {
+		t.Errorf("a start in the taken scope = %q, want bash-2", next.texts)
+	}
+	// A, fenced, dropped the scope: its local command is killed.
 	awaitGoneMarked(t, mark)
+	c.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": scope})
 }
 
 // awaitGoneMarked polls until no process carries mark.
@@ -310,7 +318,7 @@ func awaitGoneMarked(t *testing.T, mark string) {
 // protocol id) on C, as on A alone.
 func TestClusterRoutesTasksExtension(t *testing.T) {
 	ns := natsServer(t)
-	fa, fb, fc := newFrontend(t, ns, "fe-a", nil), newFrontend(t, ns, "fe-b", nil), newFrontend(t, ns, "fe-c", nil)
+	fa, fb, fc := newFrontend(t, ns, nil), newFrontend(t, ns, nil), newFrontend(t, ns, nil)
 	a, b, c := sessionlessAt(t, fa.hs, ""), sessionlessAt(t, fb.hs, ""), sessionlessAt(t, fc.hs, "")
 	for _, cl := range []*rpc{a, b, c} {
 		cl.caps = tasksExtCaps

@@ -106,6 +106,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return // its scope's home answered (cluster.go)
 			}
 			h.stateless.ServeHTTP(w, r) // a sessionless request: no session to find
+			h.s.answered(r, body)
 			return
 		}
 	case http.MethodDelete:

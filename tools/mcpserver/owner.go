@@ -47,7 +47,9 @@ type owner struct {
 
 	handle    string // a scope's handle (crypto/rand.Text); "" otherwise
 	principal string // the authenticated principal a scope is bound to
-	homeEpoch uint64 // with a placement: the frontend's lease epoch the scope was registered under
+	homeEpoch uint64 // with a placement: the frontend's lease epoch the scope is homed under
+	gen       uint64 // with a placement: the scope's epoch (remote.WithScopes)
+	pHash     string // with a placement: placement.PrincipalHash of the principal
 
 	mu       sync.Mutex // protects the fields below
 	pending  []notice
@@ -58,6 +60,8 @@ type owner struct {
 	inflight int                            // a scope's requests still running: they hold its lease
 	lease    *time.Timer                    // a scope's idle lease; nil without an idle timeout
 	over     bool                           // the owner ended: no notice, no task, no request
+	sent     []messages.TaskID              // with a placement: tasks whose notice went on a result not yet written
+	told     map[messages.TaskID]bool       // with a placement: tasks whose end the model has had
 }
 
 // notice is a pending completion notice.
@@ -85,7 +89,7 @@ var errClientGone = errors.New("taskrt-mcp: the client closed the request")
 
 func (s *Server) newOwner(agent messages.AgentID) *owner {
 	o := &owner{srv: s, agent: agent, began: time.Now(), ended: make(chan struct{}),
-		tasks: map[string]*protoTask{}, byRID: map[messages.TaskID]*protoTask{}}
+		tasks: map[string]*protoTask{}, byRID: map[messages.TaskID]*protoTask{}, told: map[messages.TaskID]bool{}}
 	o.ctx, o.cancel = context.WithCancelCause(s.ctx)
 	return o
 }
@@ -153,6 +157,11 @@ func (o *owner) takeNotices() []string {
 			}
 		}
 		out = append(out, n.text)
+		if n.id != "" && o.srv.inCluster(o) {
+			o.mu.Lock()
+			o.sent = append(o.sent, n.id)
+			o.mu.Unlock()
+		}
 	}
 	return out
 }

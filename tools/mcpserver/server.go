@@ -59,6 +59,7 @@ type Server struct {
 	bySession map[*mcp.ServerSession]*owner // connections and HTTP sessions
 	byHTTPID  map[string]*owner             // HTTP sessions, by Mcp-Session-Id
 	byHandle  map[string]*owner             // scopes, by handle
+	taking    map[string]chan struct{}      // scopes being taken here (takeover.go), closed when done
 	// connecting are the connections being made: a request that arrives on one
 	// before its owner is bound waits for it (see ownerOf).
 	connecting map[chan struct{}]struct{}
@@ -121,6 +122,7 @@ func New(opts ...Option) (*Server, error) {
 		bySession:  map[*mcp.ServerSession]*owner{},
 		byHTTPID:   map[string]*owner{},
 		byHandle:   map[string]*owner{},
+		taking:     map[string]chan struct{}{},
 		connecting: map[chan struct{}]struct{}{},
 		closed:     make(chan struct{}),
 		bash:       producer,
@@ -384,6 +386,11 @@ func (s *Server) Close(ctx context.Context) error {
 //  3. close the task tools, then the runtime (nothing is left to kill by now),
 //     then the server's own bash producer (the cgroups it keeps for later commands).
 func (s *Server) teardown() {
+	if p := s.cfg.placement; p != nil {
+		// The scopes live on: their commands are detached before their owners
+		// end, and another frontend takes them once this one's lease ends.
+		p.Node().Handoff()
+	}
 	s.cancel(ErrClosed)
 	var closing sync.WaitGroup
 	for ss := range s.mcp.Sessions() {
@@ -397,7 +404,11 @@ func (s *Server) teardown() {
 	}
 	s.mu.Unlock()
 	for _, o := range rest {
-		closing.Go(func() { s.end(o, errSessionEnded) })
+		cause := errSessionEnded
+		if s.inCluster(o) {
+			cause = errHandedOff
+		}
+		closing.Go(func() { s.end(o, cause) })
 	}
 	closing.Wait()
 	s.wg.Wait()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/tools"
+	"github.com/taskrt/taskrt/tools/mcpserver/placement"
 )
 
 // The sessionless revision, MCP 2026-07-28 (SEP-2567), beside 2025-11-25
@@ -87,7 +88,12 @@ func principalOf(extra *mcp.RequestExtra) string {
 func (s *Server) findScope(handle, principal string) *owner {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if o := s.byHandle[handle]; o != nil && o.principal == principal {
+	o := s.byHandle[handle]
+	switch {
+	case o == nil:
+	case o.pHash != "" && o.pHash == placement.PrincipalHash(principal):
+		return o // a scope of the cluster: it may have been taken from its minter
+	case o.pHash == "" && o.principal == principal:
 		return o
 	}
 	return nil

@@ -29,9 +29,9 @@ type frontendProc struct {
 
 // startFrontend runs the binary as a frontend of the cluster at natsURL; the
 // test's end stops it (SIGTERM) unless it was killed.
-func startFrontend(t *testing.T, natsURL string, lease time.Duration) *frontendProc {
+func startFrontend(t *testing.T, natsURL string, lease time.Duration, extra ...string) *frontendProc {
 	t.Helper()
-	cmd := exec.Command(binary(t), "-http", "127.0.0.1:0", "-nats", natsURL, "-lease", lease.String())
+	cmd := exec.Command(binary(t), append([]string{"-http", "127.0.0.1:0", "-nats", natsURL, "-lease", lease.String()}, extra...)...)
 	stderr := newWatcher()
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
@@ -133,8 +133,8 @@ func (c sessionlessCall) text() string { return strings.Join(c.texts, "\n") }
 // TestFrontendProcessesServeAScope: three taskrt-mcp -http -nats processes and a
 // worker. A scope minted on A is served by all three in turn — start, read,
 // list, wait, kill — with its commands on the worker; then A is killed with
-// SIGKILL: a survivor answers a call for the scope with the lost error within the
-// lease + 2 s (never a new, empty scope), and A's commands die on the worker.
+// SIGKILL: within the lease + 2 s a survivor serves the scope, whose long task
+// ran on throughout and is read, listed, killed and waited from the survivors.
 func TestFrontendProcessesServeAScope(t *testing.T) {
 	const lease = 2 * time.Second
 	ns, err := remote.StartServer(t.TempDir(), 0)
@@ -200,29 +200,58 @@ func TestFrontendProcessesServeAScope(t *testing.T) {
 	}
 	killed := time.Now()
 	<-a.exited
-	var lost sessionlessCall
-	for {
-		lost = callAt(t, b.url, "task_output", map[string]any{"task_id": id, "scope": scope})
-		if lost.rpcError == "" {
-			break
-		}
-		if !strings.Contains(lost.rpcError, "unreachable") || time.Since(killed) > time.Minute {
-			t.Fatalf("after A's SIGKILL, before its lease lapsed: %q, want the home unreachable", lost.rpcError)
-		}
-	}
+	// A survivor takes the scope: bash-1 runs on, read, listed, killed and waited
+	// from the others; the tasks whose end the model had (bash-2 waited, bash-3
+	// killed) bring no notice.
+	read := awaitServed(t, b, killed, "task_output", map[string]any{"task_id": id, "scope": scope})
 	took := time.Since(killed)
-	t.Logf("home SIGKILL → the lost error at a survivor: %s", took.Round(time.Millisecond))
-	if !lost.isError || !strings.HasPrefix(lost.text(), "scope lost: "+scope) || !strings.Contains(lost.text(), a.id) {
-		t.Fatalf("after A's SIGKILL: %q, want the lost error naming %s", lost.text(), a.id)
-	}
+	t.Logf("home SIGKILL → the scope served by a survivor: %s", took.Round(time.Millisecond))
 	if took > lease+2*time.Second {
-		t.Errorf("the lost error came %s after the SIGKILL, want within the lease + 2s", took)
+		t.Errorf("the scope was served again %s after the SIGKILL, want within the lease + 2s", took)
 	}
-	for _, f := range []*frontendProc{b, c} {
-		if got := callAt(t, f.url, "task_list", map[string]any{"scope": scope}); !got.isError || !strings.HasPrefix(got.text(), "scope lost: ") {
-			t.Errorf("task_list at %s after the loss: %q, want the lost error (not an empty scope)", f.id, got.text())
+	if read.isError || read.text() != "[status: running]" {
+		t.Errorf("task_output of %s after the takeover = %q, want it running, nothing read twice", id, read.texts)
+	}
+	if len(markedPIDs(mark)) == 0 {
+		t.Errorf("bash-1's command died with its home")
+	}
+	after := []struct {
+		at   *frontendProc
+		tool string
+		args map[string]any
+		want string
+	}{
+		{c, "task_list", nil, "bash-1 [bash] running — "},
+		{c, "task_kill", map[string]any{"task_id": id}, "requested cancellation of task bash-1"},
+		{b, "task_wait", map[string]any{"task_ids": []string{id}, "timeout_ms": 30000}, "bash-1 (bash: " + marked(mark, `echo "hi on $TASKRT_WORKER"; sleep 600`) + ") finished [status: killed, signal: SIGTERM]"},
+		{b, "task_output", map[string]any{"task_id": "bash-2"}, "[status: completed, exit code: 0]"},
+	}
+	for i, s := range after {
+		args := map[string]any{"scope": scope}
+		for k, v := range s.args {
+			args[k] = v
+		}
+		got := callAt(t, s.at.url, s.tool, args)
+		if got.rpcError != "" || got.isError || !strings.HasPrefix(got.text(), s.want) || len(got.texts) != 1 {
+			t.Fatalf("after the takeover, step %d, %s at %s: %q (error %q), want one text beginning %q", i, s.tool, s.at.id, got.texts, got.rpcError, s.want)
 		}
 	}
-	awaitGone(t, mark) // the worker killed A's commands when A's owner lease lapsed
-	t.Logf("home SIGKILL → its commands gone on the worker: %s", time.Since(killed).Round(time.Millisecond))
+	awaitGone(t, mark)
+	callAt(t, c.url, "scope_close", map[string]any{"scope": scope})
+}
+
+// awaitServed calls tool at f until the scope's home answers: before a dead
+// home's lease lapses the call fails (the home is unreachable), then a survivor
+// takes the scope and serves it. It fails the test after a minute.
+func awaitServed(t *testing.T, f *frontendProc, since time.Time, tool string, args map[string]any) sessionlessCall {
+	t.Helper()
+	for {
+		got := callAt(t, f.url, tool, args)
+		if got.rpcError == "" {
+			return got
+		}
+		if !strings.Contains(got.rpcError, "unreachable") || time.Since(since) > time.Minute {
+			t.Fatalf("%s at %s: %q, want the home unreachable until its lease lapses", tool, f.id, got.rpcError)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/bash"
 	"github.com/taskrt/taskrt/producers/remote"
 	"github.com/taskrt/taskrt/tools"
@@ -205,8 +207,10 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	if o.idleTimeout == 0 {
 		opts = append(opts, mcpserver.WithoutSessionTimeout())
 	}
+	var node *clusterNode
 	if o.natsURL != "" {
-		node, err := joinCluster(o, logger)
+		var err error
+		node, err = joinCluster(o, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "taskrt-mcp: %v\n", err)
 			return 1
@@ -233,6 +237,9 @@ func run(args []string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Wr
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	if node != nil {
+		node.server.Store(srv)
 	}
 
 	// 1. Serve until the stdio client goes away, the HTTP listener fails, or a
@@ -348,27 +355,38 @@ func goErr(f func() error) <-chan error {
 type clusterNode struct {
 	nc        *nats.Conn
 	producer  *remote.Producer
-	placement *placement.Placement // nil on stdio
+	placement *placement.Placement             // nil on stdio
+	server    atomic.Pointer[mcpserver.Server] // the frontend's, once made: it maps owners to scopes
 }
 
 // joinCluster connects this process as an owner node (-nats): every bash command
-// then runs on a worker. Serving HTTP, it is also a frontend: each sessionless
-// scope it mints is homed here, and a request for a scope homed on another
-// frontend is forwarded there (docs/scopes-cluster.md). Its id is the host name
-// and 8 random characters (the placement package's default id), new at every start.
+// then runs on a worker. Serving HTTP, it is also a frontend: the sessionless
+// scopes live in the cluster, each homed on one frontend at a time, their
+// commands the scope's rather than this process's (docs/scopes-cluster.md). Its
+// id is the owner node's, new at every start.
 func joinCluster(o options, logger *slog.Logger) (*clusterNode, error) {
 	nc, err := remote.Connect(o.natsURL)
 	if err != nil {
 		return nil, err
 	}
-	p, err := remote.New(nc, remote.WithLease(o.lease), remote.WithLogger(logger))
+	n := &clusterNode{nc: nc}
+	ropts := []remote.Option{remote.WithLease(o.lease), remote.WithLogger(logger)}
+	if o.httpAddr != "" {
+		ropts = append(ropts, remote.WithScopes(func(owner messages.AgentID) (string, uint64, bool) {
+			if s := n.server.Load(); s != nil {
+				return s.ScopeOf(owner)
+			}
+			return "", 0, false
+		}))
+	}
+	p, err := remote.New(nc, ropts...)
 	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	n := &clusterNode{nc: nc, producer: p}
+	n.producer = p
 	if o.httpAddr != "" {
-		pl, err := placement.New(nc, placement.WithLease(o.lease), placement.WithLogger(logger), placement.WithLostRetention(o.idleTimeout))
+		pl, err := placement.New(nc, p, placement.WithLogger(logger))
 		if err != nil {
 			n.close()
 			return nil, err
@@ -378,8 +396,9 @@ func joinCluster(o options, logger *slog.Logger) (*clusterNode, error) {
 	return n, nil
 }
 
-// close ends the node after the server closed: the frontend's lease (its scopes
-// were ended and unregistered by the server's close), then the owner node.
+// close ends the node after the server closed (which handed its scopes on): the
+// placement, then the owner node, whose lease's end lets another frontend take
+// those scopes at once.
 func (n *clusterNode) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -43,7 +43,7 @@ func (p *Placement) Forward(ctx context.Context, home string, req Request) (Resp
 	}
 	msg.Header.Set(hdrID, id)
 	msg.Header.Set(hdrTimeout, strconv.FormatInt(left.Milliseconds()+1, 10))
-	msg.Header.Set(hdrFrom, p.cfg.id)
+	msg.Header.Set(hdrFrom, p.ID())
 	msg.Data = req.Body
 	resp, err := p.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
@@ -80,11 +80,11 @@ func (p *Placement) Serve(h Handler) error {
 	if p.closed {
 		return errors.New("placement: closed")
 	}
-	reqs, err := p.nc.Subscribe(p.subject(p.cfg.id), func(m *nats.Msg) { p.serveOne(h, m) })
+	reqs, err := p.nc.Subscribe(p.subject(p.ID()), func(m *nats.Msg) { p.serveOne(h, m) })
 	if err != nil {
 		return fmt.Errorf("placement: %w", err)
 	}
-	cancels, err := p.nc.Subscribe(p.subject(p.cfg.id)+".cancel", func(m *nats.Msg) {
+	cancels, err := p.nc.Subscribe(p.subject(p.ID())+".cancel", func(m *nats.Msg) {
 		p.mu.Lock()
 		cancel := p.inflight[string(m.Data)]
 		p.mu.Unlock()

@@ -14,9 +14,9 @@ import (
 // give every number from 1 up: the cluster's numbering is one counter per kind.
 func TestNextIDIsOneCounterPerKindAcrossFrontends(t *testing.T) {
 	ns := natsServer(t)
-	a, _ := join(t, ns, "a")
-	b, _ := join(t, ns, "b")
-	c, _ := join(t, ns, "c")
+	a, _ := join(t, ns)
+	b, _ := join(t, ns)
+	c, _ := join(t, ns)
 	const each = 40
 	var mu sync.Mutex
 	var got []int

@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,37 +9,36 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-)
 
-// DefaultLease is a frontend's lease (WithLease): the same default as the owner
-// nodes' and workers' of producers/remote.
-const DefaultLease = 10 * time.Second
+	"github.com/taskrt/taskrt/producers/remote"
+)
 
 // defaultMaxForward bounds a forwarded call whose caller set no deadline: longer
 // than the longest wait a task tool takes (task_output and task_wait cap theirs
 // at 10 minutes).
 const defaultMaxForward = 11 * time.Minute
 
-// defaultLostRetention is how long a scope found lost is remembered as lost (and
-// answered so) before its record is deleted and it reads as unknown.
-const defaultLostRetention = 30 * time.Minute
-
-// Errors of Locate and Forward.
+// Errors of the Placement.
 var (
-	// ErrNoLease: this frontend holds no lease right now (the store is
-	// unreachable, or it fenced itself and is acquiring a new one), so it can
-	// neither register a scope nor take one.
+	// ErrNoLease: this frontend holds no valid lease right now (the store is
+	// unreachable, or it fenced itself and is acquiring a new one, or it was
+	// paused past it), so it can neither answer for a scope nor take one.
 	ErrNoLease = errors.New("placement: this frontend holds no lease (the NATS store is unreachable or its lease lapsed)")
 	// ErrUnreachable: the scope's home frontend did not answer (it has no
 	// subscriber: it is stopping, or died and its lease has not lapsed yet).
 	ErrUnreachable = errors.New("placement: the scope's home frontend is unreachable")
+	// ErrMoved: the scope's record is no longer this frontend's to write: another
+	// frontend took the scope (this one was paused or cut off past its lease).
+	ErrMoved = errors.New("placement: another frontend took the scope")
+	// ErrHomeLive: Take found the scope's home alive; forward to it instead.
+	ErrHomeLive = errors.New("placement: the scope's home is live")
 )
 
 // Where a scope lives, as Locate finds it.
@@ -54,24 +52,20 @@ const (
 	Here
 	// Elsewhere means another live frontend is its home; Forward the request there.
 	Elsewhere
-	// Lost means its home's lease ended (the frontend died, hung or was cut off). A
-	// survivor took the scope's record by compare-and-set and marked it lost: its
-	// state lived only in the dead home's memory, and its tasks died with that
-	// home's owner lease.
-	Lost
+	// Orphaned means its home's lease ended (the frontend died, was paused or cut
+	// off, or shut down): Take it.
+	Orphaned
 )
 
 // Location is what Locate found.
 type Location struct {
 	Where Where
-	// Home is the home frontend's id (Here, Elsewhere); for Lost, the home that
-	// was lost.
+	// Home is the home frontend's id (for Orphaned, the home whose lease ended).
 	Home string
 	// Epoch is the home's lease epoch the record names.
 	Epoch uint64
-	// Revision is the scope record's revision: the scope's own epoch, which
-	// changes whenever its home does.
-	Revision uint64
+	// Gen is the scope's epoch: 1 at Register, one more at each Take.
+	Gen uint64
 }
 
 // Request is a forwarded request: opaque to the placement, but for the header
@@ -97,31 +91,15 @@ type Handler func(ctx context.Context, req Request) Response
 type Option func(*config)
 
 type config struct {
-	id            string
-	prefix        string
-	lease         time.Duration
-	replicas      int
-	startTimeout  time.Duration
-	maxForward    time.Duration
-	lostRetention time.Duration
-	log           *slog.Logger
+	prefix       string
+	replicas     int
+	startTimeout time.Duration
+	maxForward   time.Duration
+	log          *slog.Logger
 }
-
-// WithID sets the frontend's id (default: the host name and 8 random characters, new at every start): letters, digits, - and _
-// only, unique among the live frontends.
-func WithID(id string) Option { return func(c *config) { c.id = id } }
 
 // WithPrefix sets the subjects' and the bucket's prefix (default "taskrt").
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
-
-// WithLease sets the frontend's lease (default DefaultLease).
-func WithLease(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.lease = d
-		}
-	}
-}
 
 // WithReplicas sets the bucket's replicas when this frontend creates it (3 on a
 // three-server JetStream cluster).
@@ -133,7 +111,7 @@ func WithReplicas(n int) Option {
 	}
 }
 
-// WithStartTimeout bounds New (finding the bucket, the first lease).
+// WithStartTimeout bounds New (finding the bucket).
 func WithStartTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -152,16 +130,6 @@ func WithMaxForward(d time.Duration) Option {
 	}
 }
 
-// WithLostRetention sets how long a lost scope is answered as lost (default
-// defaultLostRetention; a Server passes its idle timeout).
-func WithLostRetention(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.lostRetention = d
-		}
-	}
-}
-
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
@@ -171,79 +139,82 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// defaultID is a new frontend id: the host name (characters a NATS subject token
-// cannot hold become -) and 8 random characters, so that a restarted process
-// never takes the id, nor the epoch, of its previous life.
-func defaultID() string {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "frontend"
-	}
-	return sanitize(host) + "-" + strings.ToLower(rand.Text()[:8])
-}
-
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
-			return r
-		}
-		return '-'
-	}, s)
+// Task is what a scope's record keeps of one of its tasks: enough for the next
+// home to make it a task again (actors.Tasks.Restore) under the id the model
+// knows, and to find its command on the workers (Ref, remote.Adopted.Key).
+type Task struct {
+	ID      string    `json:"id"`
+	Kind    string    `json:"kind"`
+	Label   string    `json:"label"`
+	Ref     string    `json:"ref,omitempty"`
+	Started time.Time `json:"started"`
+	// Told: the model has had the task's end — a completion notice went out on a
+	// result, or it read, waited on or killed the task at its end. The next home
+	// sends no notice for it.
+	Told bool `json:"told,omitempty"`
 }
 
 // record is the value of a scope's key.
 type record struct {
 	Home      string `json:"home"`
-	Epoch     uint64 `json:"epoch"`          // the home's lease epoch
-	Principal string `json:"principal"`      // sha256 of the principal the scope is bound to
-	Lost      string `json:"lost,omitempty"` // the home that was lost, once a survivor took it
+	Epoch     uint64 `json:"epoch"` // the home's lease epoch
+	Gen       uint64 `json:"gen"`   // the scope's epoch
+	Principal string `json:"principal"`
+	Tasks     []Task `json:"tasks,omitempty"`
 }
 
-func principalHash(p string) string {
+// PrincipalHash is what a record keeps of the principal a scope is bound to (a
+// SHA-256): compare a request's principal with Taken.Principal through it.
+func PrincipalHash(p string) string {
 	sum := sha256.Sum256([]byte("taskrt-scope\x00" + p))
 	return hex.EncodeToString(sum[:])
 }
 
-// A Placement is one frontend's part in the placement of scopes: its lease, the
-// records of the scopes it homes, the forwarding of requests to other homes and
-// the serving of those forwarded to it. See the package documentation.
+// held is what this frontend holds of a scope it homes: the record as it wrote
+// it last, and that write's revision (the next write is an Update on it).
+type held struct {
+	rev uint64
+	rec record
+}
+
+// A Placement is one frontend's part in the placement of scopes: the records of
+// the scopes it homes, their takeover when their home's lease ends, the
+// forwarding of requests to other homes and the serving of those forwarded to
+// it. The frontend's identity and lease are its remote.Producer's: one lease per
+// process fences both its scopes and its commands. See the package
+// documentation.
 type Placement struct {
-	cfg    config
-	nc     *nats.Conn
-	kv     jetstream.KeyValue
-	holder *holder
-	watch  *watcher
+	cfg  config
+	nc   *nats.Conn
+	kv   jetstream.KeyValue
+	node *remote.Producer
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the holder, the watcher, served requests, lost-record timers
+	wg     sync.WaitGroup // served requests
 
 	mu       sync.Mutex                    // protects the fields below
-	regs     map[string]uint64             // scopes registered here → their record's revision
+	homed    map[string]*held              // scopes homed here, by handle
+	wmu      map[string]*sync.Mutex        // one writer at a time per scope homed here
 	inflight map[string]context.CancelFunc // forwarded requests being served, by forward id
-	lost     map[string]*time.Timer        // lost records this frontend took, until deleted
 	subs     []*nats.Subscription
-	onFence  func(epoch uint64)
 	closed   bool
 
 	closeOnce sync.Once
 }
 
-// New joins nc's cluster as a frontend: it finds or creates the bucket
-// <prefix>_scopes, acquires the lease frontend.<id> and watches the other
-// frontends' leases. Call Serve to answer forwarded requests, and Close after
-// the server using it has closed.
-func New(nc *nats.Conn, opts ...Option) (*Placement, error) {
-	cfg := config{prefix: "taskrt", lease: DefaultLease, replicas: 1, startTimeout: 30 * time.Second,
-		maxForward: defaultMaxForward, lostRetention: defaultLostRetention, log: slog.New(slog.DiscardHandler)}
+// New joins nc's cluster as the frontend of node (an owner node of
+// producers/remote, whose id and lease it shares): it finds or creates the bucket
+// <prefix>_scopes. Call Serve to answer forwarded requests, and Close after the
+// server using it has closed, before node.
+func New(nc *nats.Conn, node *remote.Producer, opts ...Option) (*Placement, error) {
+	cfg := config{prefix: "taskrt", replicas: 1, startTimeout: 30 * time.Second,
+		maxForward: defaultMaxForward, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.id == "" {
-		cfg.id = defaultID()
-	}
-	if sanitize(cfg.id) != cfg.id || cfg.id == "" {
-		return nil, fmt.Errorf("placement: frontend id %q: want letters, digits, - and _ only", cfg.id)
+	if node == nil {
+		return nil, errors.New("placement: no owner node")
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -255,60 +226,32 @@ func New(nc *nats.Conn, opts ...Option) (*Placement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("placement: the scopes bucket: %w", err)
 	}
-	p := &Placement{cfg: cfg, nc: nc, kv: kv, regs: map[string]uint64{}, inflight: map[string]context.CancelFunc{}, lost: map[string]*time.Timer{}}
+	p := &Placement{cfg: cfg, nc: nc, kv: kv, node: node, homed: map[string]*held{}, wmu: map[string]*sync.Mutex{},
+		inflight: map[string]context.CancelFunc{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.watch = &watcher{kv: kv, log: cfg.log, tick: max(cfg.lease/8, 10*time.Millisecond), leases: map[string]*seen{}, ready: make(chan struct{})}
-	kw, err := kv.Watch(p.ctx, "frontend.>")
-	if err != nil {
-		p.cancel()
-		return nil, fmt.Errorf("placement: watching the frontends: %w", err)
-	}
-	p.wg.Go(func() { p.watch.run(p.ctx, kw) })
-	select {
-	case <-p.watch.ready:
-	case <-sctx.Done():
-		p.cancel()
-		p.wg.Wait()
-		return nil, fmt.Errorf("placement: watching the frontends: %w", sctx.Err())
-	}
-	p.holder = &holder{kv: kv, key: "frontend." + cfg.id, d: cfg.lease, log: cfg.log, fence: p.fenced,
-		value: leaseValue{Frontend: cfg.id, DurationMS: cfg.lease.Milliseconds()}}
-	if err := p.holder.acquire(sctx); err != nil {
-		p.cancel()
-		p.wg.Wait()
-		return nil, err
-	}
-	p.wg.Go(func() { p.holder.run(p.ctx) })
 	return p, nil
 }
 
-// ID is this frontend's id.
-func (p *Placement) ID() string { return p.cfg.id }
+// ID is this frontend's id: its owner node's.
+func (p *Placement) ID() string { return p.node.Node() }
 
-// Epoch is this frontend's current lease epoch; false while it holds none.
-func (p *Placement) Epoch() (uint64, bool) { return p.holder.current() }
+// Node is the frontend's owner node.
+func (p *Placement) Node() *remote.Producer { return p.node }
+
+// Epoch is this frontend's current lease epoch; false while it holds no valid
+// lease.
+func (p *Placement) Epoch() (uint64, bool) {
+	e, err := p.node.Epoch()
+	return e, err == nil && p.node.Valid()
+}
+
+// Valid reports whether this frontend may answer for the scopes it homes now: its
+// lease was renewed less than half a lease ago (a process resumed from a pause
+// past its lease reads false at once, before its lease's goroutine runs).
+func (p *Placement) Valid() bool { return p.node.Valid() }
 
 // Lease is the frontend's lease duration.
-func (p *Placement) Lease() time.Duration { return p.cfg.lease }
-
-// OnFence sets what runs when this frontend loses its lease of epoch (it could
-// not renew it for half a lease, or someone ended it): every scope registered
-// under that epoch is no longer this frontend's to answer for. f runs on the
-// lease's goroutine and must not block on the network.
-func (p *Placement) OnFence(f func(epoch uint64)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.onFence = f
-}
-
-func (p *Placement) fenced(epoch uint64) {
-	p.mu.Lock()
-	f := p.onFence
-	p.mu.Unlock()
-	if f != nil {
-		f(epoch)
-	}
-}
+func (p *Placement) Lease() time.Duration { return p.node.Lease() }
 
 func scopeKey(scope string) string { return "scope." + scope }
 
@@ -326,154 +269,228 @@ func validScope(scope string) bool {
 	return true
 }
 
-// Register records a scope minted here, homed here under the current epoch,
-// bound to principal ("" for none): a Create, so an existing key is refused. It
-// returns the epoch.
+// Register records a scope minted here, homed here under the current lease, bound
+// to principal ("" for none), with no task and scope epoch 1: a Create, so an
+// existing key is refused. It returns the lease epoch.
 func (p *Placement) Register(ctx context.Context, scope, principal string) (uint64, error) {
 	if !validScope(scope) {
 		return 0, fmt.Errorf("placement: scope handle %q cannot be a key", scope)
 	}
-	epoch, held := p.holder.current()
-	if !held {
+	epoch, ok := p.Epoch()
+	if !ok {
 		return 0, ErrNoLease
 	}
-	b, _ := json.Marshal(record{Home: p.cfg.id, Epoch: epoch, Principal: principalHash(principal)})
+	rec := record{Home: p.ID(), Epoch: epoch, Gen: 1, Principal: PrincipalHash(principal)}
+	b, _ := json.Marshal(rec)
 	rev, err := p.kv.Create(ctx, scopeKey(scope), b)
 	if err != nil {
 		return 0, fmt.Errorf("placement: registering scope: %w", err)
 	}
 	p.mu.Lock()
-	p.regs[scope] = rev
+	p.homed[scope] = &held{rev: rev, rec: rec}
 	p.mu.Unlock()
 	return epoch, nil
 }
 
-// Unregister deletes the record of a scope registered here that ended (closed,
-// lapsed): a conditional Delete on the revision Register wrote, so a record a
-// survivor took meanwhile stays.
-func (p *Placement) Unregister(ctx context.Context, scope string) {
+// writer is the lock of one scope's writes here.
+func (p *Placement) writer(scope string) *sync.Mutex {
 	p.mu.Lock()
-	rev, ok := p.regs[scope]
-	delete(p.regs, scope)
+	defer p.mu.Unlock()
+	m := p.wmu[scope]
+	if m == nil {
+		m = &sync.Mutex{}
+		p.wmu[scope] = m
+	}
+	return m
+}
+
+// Save writes the tasks of a scope homed here into its record: an Update on the
+// revision this frontend wrote last, so that once another frontend took the
+// scope, the stale home's writes all fail (ErrMoved, and the scope is no longer
+// homed here). A Save that writes what the record holds already is not sent.
+func (p *Placement) Save(ctx context.Context, scope string, tasks []Task) error {
+	m := p.writer(scope)
+	m.Lock()
+	defer m.Unlock()
+	p.mu.Lock()
+	h := p.homed[scope]
 	p.mu.Unlock()
-	if ok {
-		_ = p.kv.Delete(ctx, scopeKey(scope), jetstream.LastRevision(rev))
+	if h == nil {
+		return ErrMoved
+	}
+	if slices.EqualFunc(h.rec.Tasks, tasks, sameTask) {
+		return nil
+	}
+	if !p.Valid() {
+		return ErrNoLease
+	}
+	rec := h.rec
+	rec.Tasks = tasks
+	b, _ := json.Marshal(rec)
+	rev, err := p.kv.Update(ctx, scopeKey(scope), b, h.rev)
+	switch {
+	case err == nil:
+		p.mu.Lock()
+		p.homed[scope] = &held{rev: rev, rec: rec}
+		p.mu.Unlock()
+		return nil
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		p.Abandon(scope)
+		return ErrMoved
+	default:
+		return fmt.Errorf("placement: saving scope: %w", err)
 	}
 }
 
-// Locate finds the home of scope for principal. A record whose home's lease
-// ended is taken by this frontend with a compare-and-set (Update on the revision
-// read) and marked lost; of concurrent takers exactly one succeeds, and the
-// others then read the lost record. A lost scope is never homed again: its state
-// is gone with its home.
+func sameTask(a, b Task) bool {
+	return a.ID == b.ID && a.Kind == b.Kind && a.Label == b.Label && a.Ref == b.Ref && a.Started.Equal(b.Started) && a.Told == b.Told
+}
+
+// Unregister deletes the record of a scope homed here that ended (closed,
+// lapsed): a conditional Delete on the revision this frontend wrote last, so a
+// record another frontend took meanwhile stays.
+func (p *Placement) Unregister(ctx context.Context, scope string) {
+	m := p.writer(scope)
+	m.Lock()
+	defer m.Unlock()
+	p.mu.Lock()
+	h := p.homed[scope]
+	delete(p.homed, scope)
+	delete(p.wmu, scope)
+	p.mu.Unlock()
+	if h != nil {
+		_ = p.kv.Delete(ctx, scopeKey(scope), jetstream.LastRevision(h.rev))
+	}
+}
+
+// Abandon forgets a scope homed here without a write: its record stays for the
+// frontend that takes it (this frontend lost its lease, or is shutting down and
+// hands its scopes on).
+func (p *Placement) Abandon(scope string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.homed, scope)
+	delete(p.wmu, scope)
+}
+
+// read reads a scope's record; ok false for none.
+func (p *Placement) read(ctx context.Context, scope string) (record, uint64, bool, error) {
+	e, err := p.kv.Get(ctx, scopeKey(scope))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return record{}, 0, false, nil
+	}
+	if err != nil {
+		return record{}, 0, false, fmt.Errorf("placement: reading scope: %w", err)
+	}
+	var rec record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return record{}, 0, false, fmt.Errorf("placement: malformed scope record: %w", err)
+	}
+	return rec, e.Revision(), true, nil
+}
+
+// Locate finds the home of scope for principal.
 func (p *Placement) Locate(ctx context.Context, scope, principal string) (Location, error) {
 	if !validScope(scope) {
 		return Location{}, nil
 	}
-	for try := 0; ; try++ {
-		e, err := p.kv.Get(ctx, scopeKey(scope))
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			return Location{}, nil
-		}
-		if err != nil {
-			return Location{}, fmt.Errorf("placement: reading scope: %w", err)
-		}
-		var rec record
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return Location{}, fmt.Errorf("placement: malformed scope record: %w", err)
-		}
-		if rec.Principal != principalHash(principal) {
-			return Location{}, nil
-		}
-		loc := Location{Home: rec.Home, Epoch: rec.Epoch, Revision: e.Revision()}
-		if rec.Lost != "" {
-			loc.Where, loc.Home = Lost, rec.Lost
-			return loc, nil
-		}
-		live, err := p.homeLive(ctx, rec)
-		if err != nil {
-			return Location{}, err
-		}
-		if live {
-			loc.Where = Elsewhere
-			if rec.Home == p.cfg.id {
-				loc.Where = Here
-			}
-			return loc, nil
-		}
-		epoch, held := p.holder.current()
-		if !held {
-			return Location{}, ErrNoLease
-		}
-		taken := rec
-		taken.Home, taken.Epoch, taken.Lost = p.cfg.id, epoch, rec.Home
-		b, _ := json.Marshal(taken)
-		rev, err := p.kv.Update(ctx, scopeKey(scope), b, e.Revision())
-		if err == nil {
-			p.cfg.log.Warn("placement: took a scope whose home was lost", "home", rec.Home, "epoch", rec.Epoch)
-			p.forgetLater(scope, rev)
-			return Location{Where: Lost, Home: rec.Home, Epoch: epoch, Revision: rev}, nil
-		}
-		if try >= 3 || !(errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)) {
-			return Location{}, fmt.Errorf("placement: taking scope: %w", err)
-		}
-		// Someone else changed it first: read again.
+	rec, _, ok, err := p.read(ctx, scope)
+	if err != nil || !ok || rec.Principal != PrincipalHash(principal) {
+		return Location{}, err
 	}
+	loc := Location{Home: rec.Home, Epoch: rec.Epoch, Gen: rec.Gen}
+	live, err := p.node.OwnerLive(ctx, rec.Home, rec.Epoch)
+	switch {
+	case err != nil:
+		return Location{}, err
+	case !live:
+		loc.Where = Orphaned
+	case rec.Home == p.ID():
+		loc.Where = Here
+	default:
+		loc.Where = Elsewhere
+	}
+	return loc, nil
 }
 
-// homeLive reports whether the record's home still holds the lease the record
-// names.
-func (p *Placement) homeLive(ctx context.Context, rec record) (bool, error) {
-	if rec.Home == p.cfg.id {
-		epoch, held := p.holder.current()
-		return held && epoch == rec.Epoch, nil
+// Taken is a scope this frontend took: its new epoch and what its record kept.
+type Taken struct {
+	Gen       uint64 // the scope's new epoch: adopt its commands under it
+	Epoch     uint64 // this frontend's lease epoch it is homed under
+	From      string // the home whose lease ended
+	Principal string // PrincipalHash of the principal it is bound to
+	Tasks     []Task
+}
+
+// Take makes this frontend the home of a scope whose home's lease ended: an
+// Update on the revision read, naming this frontend, its lease epoch and the
+// scope's next epoch, so that of concurrent takers exactly one wins (the others
+// get ErrHomeLive, or ErrMoved when the winner's lease has not shown yet). Only
+// an orphaned scope is taken: one whose home is live returns ErrHomeLive, an
+// unknown one false.
+func (p *Placement) Take(ctx context.Context, scope string) (Taken, bool, error) {
+	if !validScope(scope) {
+		return Taken{}, false, nil
 	}
-	key := "frontend." + rec.Home
-	if live, known := p.watch.live(key, rec.Epoch); known {
-		return live, nil
+	epoch, ok := p.Epoch()
+	if !ok {
+		return Taken{}, false, ErrNoLease
 	}
-	e, err := p.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return false, nil
+	rec, rev, found, err := p.read(ctx, scope)
+	if err != nil || !found {
+		return Taken{}, false, err
 	}
+	if rec.Home == p.ID() && rec.Epoch == epoch {
+		return Taken{}, true, ErrHomeLive // homed here already
+	}
+	live, err := p.node.OwnerLive(ctx, rec.Home, rec.Epoch)
 	if err != nil {
-		return false, fmt.Errorf("placement: reading the home's lease: %w", err)
+		return Taken{}, true, err
 	}
-	var v leaseValue
-	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return false, fmt.Errorf("placement: malformed lease: %w", err)
+	if live {
+		return Taken{}, true, ErrHomeLive
 	}
-	epoch := v.Epoch
-	if epoch == 0 {
-		epoch = e.Revision()
+	from := rec.Home
+	rec.Home, rec.Epoch, rec.Gen = p.ID(), epoch, rec.Gen+1
+	b, _ := json.Marshal(rec)
+	nrev, err := p.kv.Update(ctx, scopeKey(scope), b, rev)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		return Taken{}, true, ErrMoved
+	case err != nil:
+		return Taken{}, true, fmt.Errorf("placement: taking scope: %w", err)
 	}
-	return epoch == rec.Epoch, nil
+	p.mu.Lock()
+	p.homed[scope] = &held{rev: nrev, rec: rec}
+	p.mu.Unlock()
+	p.cfg.log.Info("placement: took a scope whose home's lease ended", "from", from, "gen", rec.Gen)
+	return Taken{Gen: rec.Gen, Epoch: epoch, From: from, Principal: rec.Principal, Tasks: rec.Tasks}, true, nil
 }
 
-// forgetLater deletes a lost record this frontend took after the lost retention.
-func (p *Placement) forgetLater(scope string, rev uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
+// Orphans lists the scopes whose record names node under epoch as their home: a
+// scan of the bucket's scope keys (one read per scope), for a frontend that saw
+// that lease end and takes those scopes before the workers' orphan grace kills
+// their commands.
+func (p *Placement) Orphans(ctx context.Context, node string, epoch uint64) ([]string, error) {
+	keys, err := p.kv.ListKeysFiltered(ctx, "scope.*")
+	if err != nil {
+		return nil, fmt.Errorf("placement: listing scopes: %w", err)
 	}
-	if t := p.lost[scope]; t != nil {
-		t.Stop()
+	var all []string
+	for k := range keys.Keys() {
+		all = append(all, strings.TrimPrefix(k, "scope."))
 	}
-	p.lost[scope] = time.AfterFunc(p.cfg.lostRetention, func() {
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			return
+	var out []string
+	for _, scope := range all {
+		rec, _, ok, err := p.read(ctx, scope)
+		if err != nil {
+			return out, err
 		}
-		delete(p.lost, scope)
-		p.wg.Add(1)
-		p.mu.Unlock()
-		defer p.wg.Done()
-		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
-		defer cancel()
-		_ = p.kv.Delete(ctx, scopeKey(scope), jetstream.LastRevision(rev))
-	})
+		if ok && rec.Home == node && rec.Epoch == epoch {
+			out = append(out, scope)
+		}
+	}
+	return out, nil
 }
 
 // The headers a forward adds.
@@ -490,28 +507,21 @@ const (
 const deadlineGrace = 250 * time.Millisecond
 
 // Close stops serving forwarded requests (those being served are cancelled and
-// awaited), stops the lease and ends it (a conditional Delete): the scopes still
-// registered here then read as lost to every other frontend. Call it after the
-// server that uses the Placement has closed (its scopes ended and unregistered).
-// It does not close the NATS connection.
+// awaited). The records of the scopes still homed here stay: once the owner
+// node's lease ends (its Close), the other frontends take them. Call it after
+// the server that uses the Placement has closed. It closes neither the NATS
+// connection nor the owner node.
 func (p *Placement) Close(context.Context) error {
 	p.closeOnce.Do(func() {
 		p.mu.Lock()
 		p.closed = true
 		subs := p.subs
-		for _, t := range p.lost {
-			t.Stop()
-		}
-		p.lost = map[string]*time.Timer{}
 		p.mu.Unlock()
 		for _, s := range subs {
 			_ = s.Unsubscribe()
 		}
 		p.cancel()
 		p.wg.Wait()
-		rctx, cancel := context.WithTimeout(context.Background(), renewEvery(p.cfg.lease)+time.Second)
-		defer cancel()
-		p.holder.release(rctx)
 	})
 	return nil
 }

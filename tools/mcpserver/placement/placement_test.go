@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,15 +30,21 @@ func natsServer(t *testing.T) *remote.Server {
 	return ns
 }
 
-// join starts a frontend's placement on a connection of its own.
-func join(t *testing.T, ns *remote.Server, id string) (*placement.Placement, *nats.Conn) {
+// join starts a frontend — an owner node and its placement — on a connection of
+// its own.
+func join(t *testing.T, ns *remote.Server) (*placement.Placement, *nats.Conn) {
 	t.Helper()
 	nc, err := remote.Connect(ns.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	p, err := placement.New(nc, placement.WithID(id), placement.WithLease(lease))
+	node, err := remote.New(nc, remote.WithLease(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close(context.Background()) })
+	p, err := placement.New(nc, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +54,8 @@ func join(t *testing.T, ns *remote.Server, id string) (*placement.Placement, *na
 
 func TestLocate(t *testing.T) {
 	ns := natsServer(t)
-	pa, _ := join(t, ns, "fe-a")
-	pb, _ := join(t, ns, "fe-b")
+	pa, _ := join(t, ns)
+	pb, _ := join(t, ns)
 	ctx := context.Background()
 	epoch, err := pa.Register(ctx, "SCOPE1", "alice")
 	if err != nil {
@@ -73,8 +80,8 @@ func TestLocate(t *testing.T) {
 		if err != nil || loc.Where != c.want {
 			t.Errorf("%s: Locate(%s, %q) = %+v, %v; want where %d", c.p.ID(), c.scope, c.pr, loc, err, c.want)
 		}
-		if c.want == placement.Elsewhere && (loc.Home != "fe-a" || loc.Epoch != epoch) {
-			t.Errorf("Locate names home %s epoch %d, want fe-a epoch %d", loc.Home, loc.Epoch, epoch)
+		if c.want == placement.Elsewhere && (loc.Home != pa.ID() || loc.Epoch != epoch || loc.Gen != 1) {
+			t.Errorf("Locate names home %s epoch %d gen %d, want %s epoch %d gen 1", loc.Home, loc.Epoch, loc.Gen, pa.ID(), epoch)
 		}
 	}
 	if _, err := pa.Register(ctx, "SCOPE1", "alice"); err == nil {
@@ -86,53 +93,89 @@ func TestLocate(t *testing.T) {
 	}
 }
 
-// TestLostIsTakenOnce: when a home's lease lapses, concurrent survivors all find
-// its scope lost, and exactly one of them took it (every answer names the same
-// record revision).
-func TestLostIsTakenOnce(t *testing.T) {
+// TestOrphanIsTakenOnce: when a home's lease lapses, its scope reads as
+// orphaned; of concurrent survivors taking it, exactly one wins, with the scope's
+// next epoch and the tasks its record kept, and the stale home can write nothing
+// more.
+func TestOrphanIsTakenOnce(t *testing.T) {
 	ns := natsServer(t)
-	pa, nca := join(t, ns, "fe-a")
+	pa, nca := join(t, ns)
 	ctx := context.Background()
-	if _, err := pa.Register(ctx, "SCOPE2", ""); err != nil {
+	if _, err := pa.Register(ctx, "SCOPE2", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	want := []placement.Task{{ID: "bash-7", Kind: "bash", Label: "sleep 600", Ref: "k1", Started: time.Unix(1700000000, 0).UTC()}}
+	if err := pa.Save(ctx, "SCOPE2", want); err != nil {
 		t.Fatal(err)
 	}
 	var survivors []*placement.Placement
-	for _, id := range []string{"fe-b", "fe-c", "fe-d"} {
-		p, _ := join(t, ns, id)
+	for range 3 {
+		p, _ := join(t, ns)
 		survivors = append(survivors, p)
 	}
+	for _, p := range survivors {
+		if _, found, err := p.Take(ctx, "SCOPE2"); !found || !errors.Is(err, placement.ErrHomeLive) {
+			t.Errorf("%s: Take while the home lives = %v, %v; want ErrHomeLive", p.ID(), found, err)
+		}
+	}
+	home := pa.ID()
+	epoch, _ := pa.Epoch()
 	nca.Close() // cut off: its lease lapses
 	cut := time.Now()
-	locs := make([]placement.Location, len(survivors))
+	for {
+		loc, err := survivors[0].Locate(ctx, "SCOPE2", "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loc.Where == placement.Orphaned {
+			break
+		}
+		if time.Since(cut) > time.Minute {
+			t.Fatalf("not orphaned a minute after the cut: %+v", loc)
+		}
+	}
+	t.Logf("orphaned after %s (lease %s)", time.Since(cut).Round(time.Millisecond), lease)
+	if got, err := survivors[1].Orphans(ctx, home, epoch); err != nil || !slices.Equal(got, []string{"SCOPE2"}) {
+		t.Errorf("Orphans(%s, %d) = %q, %v", home, epoch, got, err)
+	}
+	type result struct {
+		taken placement.Taken
+		err   error
+	}
+	results := make([]result, len(survivors))
 	var wg sync.WaitGroup
 	for i, p := range survivors {
 		wg.Go(func() {
-			for time.Since(cut) < time.Minute {
-				loc, err := p.Locate(ctx, "SCOPE2", "")
-				if err != nil {
-					t.Errorf("%s: %v", p.ID(), err)
-					return
-				}
-				if loc.Where == placement.Lost {
-					locs[i] = loc
-					return
-				}
-			}
+			tk, _, err := p.Take(ctx, "SCOPE2")
+			results[i] = result{tk, err}
 		})
 	}
 	wg.Wait()
-	for i, loc := range locs {
-		if loc.Where != placement.Lost || loc.Home != "fe-a" || loc.Revision != locs[0].Revision {
-			t.Errorf("%s found %+v, want lost fe-a at revision %d", survivors[i].ID(), loc, locs[0].Revision)
+	winners := 0
+	for i, r := range results {
+		switch {
+		case r.err == nil:
+			winners++
+			if r.taken.Gen != 2 || r.taken.From != home || r.taken.Principal != placement.PrincipalHash("alice") || !slices.EqualFunc(r.taken.Tasks, want, func(a, b placement.Task) bool { return a == b }) {
+				t.Errorf("%s took %+v, want gen 2 from %s with %+v", survivors[i].ID(), r.taken, home, want)
+			}
+		case errors.Is(r.err, placement.ErrMoved), errors.Is(r.err, placement.ErrHomeLive):
+		default:
+			t.Errorf("%s: Take: %v", survivors[i].ID(), r.err)
 		}
 	}
-	t.Logf("lost after %s (lease %s)", time.Since(cut).Round(time.Millisecond), lease)
+	if winners != 1 {
+		t.Fatalf("%d survivors took the scope, want exactly 1: %+v", winners, results)
+	}
+	if err := pa.Save(ctx, "SCOPE2", nil); !errors.Is(err, placement.ErrNoLease) && !errors.Is(err, placement.ErrMoved) {
+		t.Errorf("a Save by the stale home = %v, want it refused", err)
+	}
 }
 
 func TestForward(t *testing.T) {
 	ns := natsServer(t)
-	pa, _ := join(t, ns, "fe-a")
-	pb, _ := join(t, ns, "fe-b")
+	pa, _ := join(t, ns)
+	pb, _ := join(t, ns)
 	ended := make(chan time.Duration, 1)
 	begun := make(chan struct{}, 1)
 	if err := pb.Serve(func(ctx context.Context, req placement.Request) placement.Response {
@@ -152,7 +195,7 @@ func TestForward(t *testing.T) {
 	ctx := context.Background()
 	hdr := http.Header{}
 	hdr.Set("X-Echo", "hi")
-	resp, err := pa.Forward(ctx, "fe-b", placement.Request{Header: hdr, Body: []byte("body")})
+	resp, err := pa.Forward(ctx, pb.ID(), placement.Request{Header: hdr, Body: []byte("body")})
 	if err != nil || resp.Status != http.StatusTeapot || string(resp.Body) != "hi:body" || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("Forward = %+v, %v", resp, err)
 	}
@@ -161,7 +204,7 @@ func TestForward(t *testing.T) {
 	// error, and the home's context ends.
 	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := pa.Forward(dctx, "fe-b", placement.Request{Body: []byte("wait")}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := pa.Forward(dctx, pb.ID(), placement.Request{Body: []byte("wait")}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Forward past its deadline: %v", err)
 	}
 	<-begun
@@ -176,7 +219,7 @@ func TestForward(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := pa.Forward(cctx, "fe-b", placement.Request{Body: []byte("wait")})
+		_, err := pa.Forward(cctx, pb.ID(), placement.Request{Body: []byte("wait")})
 		done <- err
 	}()
 	<-begun // the home serves it: now the caller gives up

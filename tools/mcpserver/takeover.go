@@ -1,0 +1,294 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
+	"github.com/taskrt/taskrt/producers/output"
+	"github.com/taskrt/taskrt/tools/mcpserver/placement"
+)
+
+// Taking a scope over (cluster.go): the record, the adoption and the restore.
+
+// takeParallel bounds the scopes one frontend takes at once after another's
+// lease ended.
+const takeParallel = 8
+
+// ScopeOf maps a task's owner to its scope's handle and epoch while this
+// frontend homes it: remote.WithScopes(srv.ScopeOf) makes a scope's commands the
+// scope's, so that they outlive this frontend and the scope's next home adopts
+// them. ok is false for any other owner (a connection, a session) and without a
+// placement. It does not block.
+func (s *Server) ScopeOf(owner messages.AgentID) (scope string, epoch uint64, ok bool) {
+	if s.cfg.placement == nil {
+		return "", 0, false
+	}
+	s.mu.Lock()
+	o := s.owners[owner]
+	s.mu.Unlock()
+	if o == nil || !o.isScope() {
+		return "", 0, false
+	}
+	return o.handle, o.gen, true
+}
+
+// takeScope makes this frontend the home of scope and returns its owner: the
+// owner homed here already, or the one rebuilt from the scope's record when its
+// home's lease ended (placement.ErrHomeLive or ErrMoved when another frontend
+// homes it). One take per scope at a time: a concurrent caller waits for it.
+func (s *Server) takeScope(ctx context.Context, scope string) (*owner, error) {
+	p := s.cfg.placement
+	for {
+		s.mu.Lock()
+		if o := s.byHandle[scope]; o != nil && p.Valid() {
+			s.mu.Unlock()
+			return o, nil
+		}
+		if s.phase != open {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		wait, busy := s.taking[scope]
+		if !busy {
+			wait = make(chan struct{})
+			s.taking[scope] = wait
+		}
+		s.mu.Unlock()
+		if busy {
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		o, err := s.rebuild(ctx, scope)
+		s.mu.Lock()
+		delete(s.taking, scope)
+		s.mu.Unlock()
+		close(wait)
+		return o, err
+	}
+}
+
+// rebuild takes scope in the store and rebuilds its owner here:
+//
+//  1. Take: this frontend is the scope's home under the scope's next epoch; the
+//     previous home can write nothing more;
+//  2. register the scope's owner agent (a new local agent id: the model never
+//     sees it);
+//  3. adopt the scope's commands from every worker under the new epoch: from the
+//     workers' answer on, the previous home's kills, inputs and reads are refused;
+//  4. restore each recorded task under its id with its command's hooks — reads
+//     resume where the model's last read ended; a task whose command no worker
+//     holds (it ran in the previous home's memory) settles failed at once; a task
+//     the model has not had the end of gets its completion notice when it settles;
+//     a command with no record (its start was never answered) is killed;
+//  5. open the scope here, its idle lease counted from now.
+func (s *Server) rebuild(ctx context.Context, scope string) (*owner, error) {
+	p := s.cfg.placement
+	taken, found, err := p.Take(ctx, scope)
+	if err != nil || !found {
+		return nil, err
+	}
+	o := s.newOwner(messages.AgentID(fmt.Sprintf("scope-%d", s.scoped.Add(1))))
+	o.handle, o.pHash, o.homeEpoch, o.gen = scope, taken.Principal, taken.Epoch, taken.Gen
+	if err := s.register(ctx, o); err != nil {
+		p.Abandon(scope)
+		return nil, err
+	}
+	adopted, aerr := p.Node().Adopt(ctx, scope, taken.Gen)
+	if aerr != nil {
+		s.log.Warn("adopting a scope's commands", "owner", o.agent, "err", aerr)
+	}
+	byKey := make(map[string]int, len(adopted))
+	for i, a := range adopted {
+		byKey[a.Key] = i
+	}
+	used := make([]bool, len(adopted))
+	for _, t := range taken.Tasks {
+		h := lostHooks(t, taken.From)
+		i, ok := byKey[t.Ref]
+		if ok && t.Ref != "" {
+			h, used[i] = adopted[i].Hooks, true
+		}
+		spec := messages.Spec{Kind: t.Kind, Label: t.Label, Owner: o.agent}
+		err := s.rt.Tasks().Restore(ctx, spec, actors.Restored{ID: messages.TaskID(t.ID), Started: t.Started, Reported: t.Told}, h)
+		if err != nil {
+			s.log.Warn("restoring a task of a taken scope", "owner", o.agent, "task", t.ID, "err", err)
+			if ok {
+				used[i] = false
+			}
+			continue
+		}
+		if t.Told {
+			o.told[messages.TaskID(t.ID)] = true
+		}
+	}
+	for i, a := range adopted {
+		if !used[i] { // no task of the model's: nobody can read or kill it
+			s.log.Warn("killing an adopted command the scope's record does not name", "owner", o.agent, "worker", a.Worker)
+			s.dropAdopted(a.Hooks)
+		}
+	}
+	s.mu.Lock()
+	if s.phase != open {
+		s.mu.Unlock()
+		s.end(o, errHandedOff)
+		return nil, ErrClosed
+	}
+	s.byHandle[scope] = o
+	s.mu.Unlock()
+	if o.hold() {
+		o.release() // the idle lease starts now
+	}
+	s.log.Info("scope taken", "owner", o.agent, "from", taken.From, "tasks", len(taken.Tasks), "adopted", len(adopted))
+	s.saveScope(ctx, o, false)
+	return o, nil
+}
+
+// dropAdopted kills an adopted command and releases it once it ended.
+func (s *Server) dropAdopted(h messages.Hooks) {
+	_ = h.Cancel("its start was never answered")
+	s.wg.Go(func() {
+		<-h.Done
+		if h.Release != nil {
+			h.Release()
+		}
+	})
+}
+
+// lostHooks are the hooks of a recorded task whose command no worker holds: it
+// settles failed at once.
+func lostHooks(t placement.Task, from string) messages.Hooks {
+	done := make(chan messages.Outcome, 1)
+	done <- messages.Outcome{Status: messages.Failed, Detail: "lost with frontend " + from + ": no worker holds its command (it ended and was dropped, or it ran in that frontend's memory)"}
+	out := output.New()
+	_ = out.Close()
+	var once sync.Once
+	return messages.Hooks{Cancel: func(string) error { return nil }, Done: done, Output: out, Release: func() { once.Do(out.Release) }}
+}
+
+// orphaned is the lease watch's report that another frontend's lease of epoch
+// ended: every live frontend races to take that frontend's scopes (one wins each),
+// so that their commands are adopted within the workers' orphan grace. It does
+// not block.
+func (s *Server) orphaned(node string, epoch uint64) {
+	s.mu.Lock()
+	if s.phase != open {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, 4*s.cfg.placement.Lease())
+		defer cancel()
+		scopes, err := s.cfg.placement.Orphans(ctx, node, epoch)
+		if err != nil {
+			s.log.Warn("listing the scopes of an ended frontend", "frontend", node, "err", err)
+		}
+		rand.Shuffle(len(scopes), func(i, j int) { scopes[i], scopes[j] = scopes[j], scopes[i] })
+		sem := make(chan struct{}, takeParallel)
+		var wg sync.WaitGroup
+		for _, scope := range scopes {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if _, err := s.takeScope(ctx, scope); err != nil && !errors.Is(err, placement.ErrHomeLive) && !errors.Is(err, placement.ErrMoved) {
+					s.log.Warn("taking a scope of an ended frontend", "frontend", node, "err", err)
+				}
+			})
+		}
+		wg.Wait()
+	}()
+}
+
+// saveScope writes what the scope's record keeps of its tasks (a no-op for
+// other owners, and when nothing changed). sent moves the notices that went out
+// on results into what the model has had: call it with sent only once those
+// results are written.
+func (s *Server) saveScope(ctx context.Context, o *owner, sent bool) {
+	if !s.inCluster(o) {
+		return
+	}
+	o.mu.Lock()
+	if sent {
+		for _, id := range o.sent {
+			o.told[id] = true
+		}
+		o.sent = nil
+	}
+	o.mu.Unlock()
+	snaps, err := s.rt.Tasks().List(ctx, o.agent)
+	if err != nil {
+		return
+	}
+	tasks := make([]placement.Task, 0, len(snaps))
+	o.mu.Lock()
+	for _, sn := range snaps {
+		if sn.Owner != o.agent {
+			continue
+		}
+		told := o.told[sn.ID] || sn.Status.Terminal() && sn.Reported
+		if told {
+			o.told[sn.ID] = true
+		}
+		tasks = append(tasks, placement.Task{ID: string(sn.ID), Kind: sn.Kind, Label: sn.Label, Ref: sn.Ref, Started: sn.Started, Told: told})
+	}
+	o.mu.Unlock()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.placement.Lease()/2, time.Second))
+	defer cancel()
+	switch err := s.cfg.placement.Save(wctx, o.handle, tasks); {
+	case errors.Is(err, placement.ErrMoved):
+		s.log.Warn("scope taken by another frontend", "owner", o.agent)
+		s.spawn(func() { s.end(o, errScopeLost) })
+	case err != nil:
+		s.log.Warn("saving a scope's record", "owner", o.agent, "err", err)
+	}
+}
+
+// answered is the end of a sessionless request served here, its answer written:
+// the notices that went out on it are the model's now, in the scope's record.
+func (s *Server) answered(r *http.Request, body []byte) {
+	if s.cfg.placement == nil {
+		return
+	}
+	req := scopeOfBody(body)
+	if req.handle == "" {
+		return
+	}
+	var principal string
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		principal = ti.UserID
+	}
+	if o := s.findScope(req.handle, principal); o != nil {
+		s.saveScope(r.Context(), o, true)
+	}
+}
+
+// spawn runs fn on a goroutine the Server waits for at Close; false (fn not run)
+// once the Server is closing.
+func (s *Server) spawn(fn func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phase != open {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+	return true
+}
