@@ -22,13 +22,57 @@ func (p *Placement) subject(id string) string { return p.cfg.prefix + ".scope." 
 // Forward sends req to the frontend home and returns its answer. The request
 // carries the time ctx has left (or WithMaxForward when it has no deadline);
 // when ctx ends first, Forward returns ctx's error at once and tells the home,
-// whose handler's context ends too. A home with no subscriber is ErrUnreachable.
+// whose handler's context ends too. A home with no subscriber, or whose lease
+// ends before it answers (it died or was paused while it served the request),
+// is ErrUnreachable: the request may or may not have been served, so it is not
+// sent again.
 func (p *Placement) Forward(ctx context.Context, home string, req Request) (Response, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.maxForward)
 		defer cancel()
 	}
+	ctx, gone := context.WithCancelCause(ctx)
+	defer gone(nil)
+	key := new(byte)
+	p.mu.Lock()
+	if p.forwards[home] == nil {
+		p.forwards[home] = map[*byte]context.CancelCauseFunc{}
+	}
+	p.forwards[home][key] = gone
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.forwards[home], key)
+		if len(p.forwards[home]) == 0 {
+			delete(p.forwards, home)
+		}
+		p.mu.Unlock()
+	}()
+	if _, live, known := p.node.OwnerKnown(home); known && !live {
+		return Response{}, fmt.Errorf("%w: %s: its lease ended", ErrUnreachable, home)
+	}
+	resp, err := p.forward(ctx, home, req)
+	if errors.Is(context.Cause(ctx), errHomeEnded) {
+		return Response{}, fmt.Errorf("%w: %s: its lease ended before it answered (the call may or may not have run there)", ErrUnreachable, home)
+	}
+	return resp, err
+}
+
+// errHomeEnded ends the forwards to a frontend whose lease ended.
+var errHomeEnded = errors.New("placement: the home's lease ended")
+
+// homeEnded is the owner node's report that another node's lease ended: the
+// forwards waiting on it end.
+func (p *Placement) homeEnded(node string, _ uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, gone := range p.forwards[node] {
+		gone(errHomeEnded)
+	}
+}
+
+func (p *Placement) forward(ctx context.Context, home string, req Request) (Response, error) {
 	deadline, _ := ctx.Deadline()
 	left := time.Until(deadline)
 	if left <= 0 {

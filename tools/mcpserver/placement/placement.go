@@ -193,10 +193,11 @@ type Placement struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // served requests
 
-	mu       sync.Mutex                    // protects the fields below
-	homed    map[string]*held              // scopes homed here, by handle
-	wmu      map[string]*sync.Mutex        // one writer at a time per scope homed here
-	inflight map[string]context.CancelFunc // forwarded requests being served, by forward id
+	mu       sync.Mutex                                   // protects the fields below
+	homed    map[string]*held                             // scopes homed here, by handle
+	wmu      map[string]*sync.Mutex                       // one writer at a time per scope homed here
+	inflight map[string]context.CancelFunc                // forwarded requests being served, by forward id
+	forwards map[string]map[*byte]context.CancelCauseFunc // requests forwarded from here, by home
 	subs     []*nats.Subscription
 	closed   bool
 
@@ -227,8 +228,9 @@ func New(nc *nats.Conn, node *remote.Producer, opts ...Option) (*Placement, erro
 		return nil, fmt.Errorf("placement: the scopes bucket: %w", err)
 	}
 	p := &Placement{cfg: cfg, nc: nc, kv: kv, node: node, homed: map[string]*held{}, wmu: map[string]*sync.Mutex{},
-		inflight: map[string]context.CancelFunc{}}
+		inflight: map[string]context.CancelFunc{}, forwards: map[string]map[*byte]context.CancelCauseFunc{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	node.OnOwnerEnded(p.homeEnded)
 	return p, nil
 }
 
