@@ -24,6 +24,7 @@ type frontendProc struct {
 	cmd    *exec.Cmd
 	url    string        // its MCP endpoint
 	id     string        // its frontend id
+	stderr *watcher      // what it logged
 	exited chan struct{} // closed once the process was waited for
 }
 
@@ -37,7 +38,7 @@ func startFrontend(t *testing.T, natsURL string, lease time.Duration, extra ...s
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	f := &frontendProc{cmd: cmd, exited: make(chan struct{})}
+	f := &frontendProc{cmd: cmd, stderr: stderr, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(f.exited)
