@@ -4,10 +4,13 @@ package mcpserver_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,25 +104,43 @@ func playScope(t *testing.T, rr *roundRobin, mark string) []string {
 	t.Helper()
 	var out []string
 	var scope string
+	gate := filepath.Join(os.TempDir(), "gate-"+strings.ToLower(rand.Text()[:8]))
+	if err := os.Mkdir(gate, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(gate) })
 	note := func(r scoped) scoped {
 		text := strings.Join(r.texts, "\n")
 		if scope != "" {
 			text = strings.ReplaceAll(text, scope, "<scope>")
 		}
 		text = strings.ReplaceAll(text, mark, "<mark>")
+		text = strings.ReplaceAll(text, gate, "<gate>")
 		out = append(out, fmt.Sprintf("%v %s", r.isError, text))
 		return r
+	}
+	// A quick task waits for its gate, opened once its start was answered: its
+	// notice can never ride on its own start's result.
+	open := func(name string) {
+		if err := os.WriteFile(filepath.Join(gate, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gated := func(name, script string) string {
+		return fmt.Sprintf("until [ -e %s ]; do sleep 0.01; done; %s", filepath.Join(gate, name), script)
 	}
 	id, scope := rr.next().startScoped(marked(mark, "echo hello; sleep 600"), "")
 	out = append(out, "started "+id)
 	note(rr.next().scopedTool("task_output", map[string]any{"task_id": id, "scope": scope, "wait": true, "until": "hello", "timeout_ms": 30000}))
 	note(rr.next().scopedTool("task_list", map[string]any{"scope": scope}))
-	note(rr.next().scopedTool("bash", map[string]any{"command": "echo second", "run_in_background": true, "scope": scope}))
+	note(rr.next().scopedTool("bash", map[string]any{"command": gated("2", "echo second"), "run_in_background": true, "scope": scope}))
+	open("2")
 	note(rr.next().scopedTool("task_wait", map[string]any{"task_ids": []string{"bash-2"}, "scope": scope, "timeout_ms": 30000}))
 	note(rr.next().scopedTool("task_output", map[string]any{"task_id": "bash-2", "scope": scope}))
 	// A task that ends unread: its notice rides on a later result naming the
 	// scope, whichever frontend the call reached.
-	note(rr.next().scopedTool("bash", map[string]any{"command": "exit 3", "run_in_background": true, "scope": scope}))
+	note(rr.next().scopedTool("bash", map[string]any{"command": gated("3", "exit 3"), "run_in_background": true, "scope": scope}))
+	open("3")
 	deadline := time.Now().Add(time.Minute)
 	for {
 		r := rr.next().scopedTool("task_list", map[string]any{"scope": scope})
