@@ -65,10 +65,13 @@ flake: ## the suite FLAKE_COUNT times (-race, -cpu FLAKE_CPU) beside a competing
 bench: ## benchmarks against baselines, one table
 	$(GO) run ./bench/cmd/taskrt-bench
 
-.PHONY: cluster-bench cluster-test
+.PHONY: cluster-bench cluster-test scopes-bench
 
 cluster-bench: ## remote tasks over NATS next to local ones, and failover times (10 runs each)
 	$(GO) run ./bench/cmd/taskrt-cluster-bench
+
+scopes-bench: ## sessionless scopes over three taskrt-mcp frontends: takeover after SIGKILL and partition, forwarding overhead, 1,000 scopes under random frontend kills
+	$(GO) run ./bench/cmd/taskrt-scopes-bench
 
 cluster-test: ## only the fault tests of worker nodes (partitions, pauses, crashes, a replicated store); make test runs them too
 	$(GO) test -race -count=1 -v -run 'CutOff|Paused|Restarted|ManyOwners|Replicated|StreamLeader|Crash|LostLeases|FailedRenewal|Proxy' ./producers/remote/...
