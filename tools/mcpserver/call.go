@@ -194,6 +194,11 @@ func (s *Server) withProgress(callCtx, ctx context.Context, req *mcp.CallToolReq
 // (unless the client cancelled the request: it drops the result, so the notices
 // wait for the next one), and, for a start in a scope, the scope.
 func (s *Server) answer(ctx context.Context, c *call, r tools.Result) mcp.Result {
+	if c.owner != nil {
+		// Before the answer: a start's task is in its scope's record before the
+		// model has its id.
+		r = s.recordStart(ctx, c.owner, r)
+	}
 	if c.minted && r.Data == nil { // the start failed: nothing to own
 		s.end(c.owner, errSessionEnded)
 		c.owner = nil
@@ -205,11 +210,6 @@ func (s *Server) answer(ctx context.Context, c *call, r tools.Result) mcp.Result
 	scoped := c.owner != nil && c.owner.isScope() && r.Data != nil
 	if scoped { // a start: the scope goes with the task id, in the text too
 		r.Text += "\n" + scopeText(c.owner.handle, s.cfg.sessionTimeout)
-	}
-	if c.owner != nil {
-		// Before the answer: a start's task is in the scope's record before the
-		// model has its id.
-		s.saveScope(ctx, c.owner, false)
 	}
 	res := toResult(r, notices)
 	if scoped {

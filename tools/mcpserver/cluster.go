@@ -194,6 +194,11 @@ func scopeOfBody(body []byte) routed {
 // to its home, or taken here, or (false) left to this frontend.
 func (h *httpHandler) route(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if r.Context().Value(forwardedKey{}) != nil {
+		// Sent here as the scope's home, by its record: if this frontend is
+		// taking the scope a moment ago, the request waits for the take.
+		if req := scopeOfBody(body); req.handle != "" {
+			h.s.awaitTake(r.Context(), req.handle)
+		}
 		return false
 	}
 	req := scopeOfBody(body)

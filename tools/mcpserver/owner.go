@@ -51,6 +51,8 @@ type owner struct {
 	gen       uint64 // with a placement: the scope's epoch (remote.WithScopes)
 	pHash     string // with a placement: placement.PrincipalHash of the principal
 
+	saveMu sync.Mutex // with a placement: one save of the scope's record at a time (takeover.go)
+
 	mu       sync.Mutex // protects the fields below
 	pending  []notice
 	tasks    map[string]*protoTask          // protocol tasks by protocol id (tasks.go)
@@ -307,12 +309,24 @@ func (s *Server) end(o *owner, cause error) {
 		pt.forget()
 	}
 	o.cancel(cause)
+	if s.inCluster(o) {
+		s.mu.Lock()
+		s.ending[o.handle] = o // a takeover here waits for its tasks to be gone
+		s.mu.Unlock()
+	}
 	s.forget(o)
 	s.unplace(o, cause)
 	if err := s.rt.Agents().Dispose(context.Background(), o.agent); err != nil && !errors.Is(err, messages.ErrClosed) {
 		s.log.Warn("disposing an owner", "owner", o.agent, "err", err)
 	}
 	close(o.ended)
+	if s.inCluster(o) {
+		s.mu.Lock()
+		if s.ending[o.handle] == o {
+			delete(s.ending, o.handle)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // addTask puts a protocol task into the owner's table; false once the owner

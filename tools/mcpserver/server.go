@@ -60,6 +60,7 @@ type Server struct {
 	byHTTPID  map[string]*owner             // HTTP sessions, by Mcp-Session-Id
 	byHandle  map[string]*owner             // scopes, by handle
 	taking    map[string]chan struct{}      // scopes being taken here (takeover.go), closed when done
+	ending    map[string]*owner             // cluster scopes whose owner is ending here, by handle
 	// connecting are the connections being made: a request that arrives on one
 	// before its owner is bound waits for it (see ownerOf).
 	connecting map[chan struct{}]struct{}
@@ -123,6 +124,7 @@ func New(opts ...Option) (*Server, error) {
 		byHTTPID:   map[string]*owner{},
 		byHandle:   map[string]*owner{},
 		taking:     map[string]chan struct{}{},
+		ending:     map[string]*owner{},
 		connecting: map[chan struct{}]struct{}{},
 		closed:     make(chan struct{}),
 		bash:       producer,

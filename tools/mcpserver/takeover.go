@@ -14,6 +14,7 @@ import (
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/output"
+	"github.com/taskrt/taskrt/tools"
 	"github.com/taskrt/taskrt/tools/mcpserver/placement"
 )
 
@@ -57,6 +58,17 @@ func (s *Server) takeScope(ctx context.Context, scope string) (*owner, error) {
 			s.mu.Unlock()
 			return nil, ErrClosed
 		}
+		if old := s.ending[scope]; old != nil {
+			// This frontend homed the scope under a lease it lost: its tasks
+			// (their ids) go before the scope's are restored here.
+			s.mu.Unlock()
+			select {
+			case <-old.ended:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		wait, busy := s.taking[scope]
 		if !busy {
 			wait = make(chan struct{})
@@ -77,6 +89,19 @@ func (s *Server) takeScope(ctx context.Context, scope string) (*owner, error) {
 		s.mu.Unlock()
 		close(wait)
 		return o, err
+	}
+}
+
+// awaitTake waits for a take of scope in progress here, if any.
+func (s *Server) awaitTake(ctx context.Context, scope string) {
+	s.mu.Lock()
+	wait := s.taking[scope]
+	s.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
 	}
 }
 
@@ -152,7 +177,7 @@ func (s *Server) rebuild(ctx context.Context, scope string) (*owner, error) {
 		o.release() // the idle lease starts now
 	}
 	s.log.Info("scope taken", "owner", o.agent, "from", taken.From, "tasks", len(taken.Tasks), "adopted", len(adopted))
-	s.saveScope(ctx, o, false)
+	_ = s.saveScope(ctx, o, false) // its failure is logged; the next save writes it
 	return o, nil
 }
 
@@ -218,10 +243,16 @@ func (s *Server) orphaned(node string, epoch uint64) {
 // other owners, and when nothing changed). sent moves the notices that went out
 // on results into what the model has had: call it with sent only once those
 // results are written.
-func (s *Server) saveScope(ctx context.Context, o *owner, sent bool) {
+func (s *Server) saveScope(ctx context.Context, o *owner, sent bool) error {
 	if !s.inCluster(o) {
-		return
+		return nil
 	}
+	// One save at a time per scope, each listing the tasks as they are when it
+	// writes: an older list never overwrites a newer one.
+	o.saveMu.Lock()
+	defer o.saveMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.placement.Lease()/2, time.Second))
+	defer cancel()
 	o.mu.Lock()
 	if sent {
 		for _, id := range o.sent {
@@ -230,9 +261,27 @@ func (s *Server) saveScope(ctx context.Context, o *owner, sent bool) {
 		o.sent = nil
 	}
 	o.mu.Unlock()
+	var err error
+	for try := 0; try < 3; try++ {
+		if err = s.saveOnce(ctx, o); err == nil || errors.Is(err, placement.ErrMoved) || errors.Is(err, placement.ErrNoLease) || ctx.Err() != nil {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, placement.ErrMoved), errors.Is(err, placement.ErrNoLease):
+		s.log.Warn("scope no longer homed here", "owner", o.agent, "err", err)
+		s.spawn(func() { s.end(o, errScopeLost) })
+	case err != nil:
+		s.log.Warn("saving a scope's record", "owner", o.agent, "err", err)
+	}
+	return err
+}
+
+// saveOnce lists the scope's tasks and writes them.
+func (s *Server) saveOnce(ctx context.Context, o *owner) error {
 	snaps, err := s.rt.Tasks().List(ctx, o.agent)
 	if err != nil {
-		return
+		return err
 	}
 	tasks := make([]placement.Task, 0, len(snaps))
 	o.mu.Lock()
@@ -247,15 +296,28 @@ func (s *Server) saveScope(ctx context.Context, o *owner, sent bool) {
 		tasks = append(tasks, placement.Task{ID: string(sn.ID), Kind: sn.Kind, Label: sn.Label, Ref: sn.Ref, Started: sn.Started, Told: told})
 	}
 	o.mu.Unlock()
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.placement.Lease()/2, time.Second))
-	defer cancel()
-	switch err := s.cfg.placement.Save(wctx, o.handle, tasks); {
-	case errors.Is(err, placement.ErrMoved):
-		s.log.Warn("scope taken by another frontend", "owner", o.agent)
-		s.spawn(func() { s.end(o, errScopeLost) })
-	case err != nil:
-		s.log.Warn("saving a scope's record", "owner", o.agent, "err", err)
+	return s.cfg.placement.Save(ctx, o.handle, tasks)
+}
+
+// recordStart makes a start in a cluster scope durable before it is answered:
+// when its task cannot be written into the scope's record, the task is killed
+// and the start answered with the error, so that no task runs that a takeover
+// would not know.
+func (s *Server) recordStart(ctx context.Context, o *owner, r tools.Result) tools.Result {
+	h, ok := r.Data.(tools.Handle)
+	if !ok || !s.inCluster(o) {
+		return r
 	}
+	err := s.saveScope(ctx, o, false)
+	if err == nil {
+		return r
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, _, kerr := s.rt.Tasks().Kill(kctx, h.TaskID, o.agent, "its scope's record could not be written"); kerr != nil {
+		s.log.Warn("killing a task whose record could not be written", "owner", o.agent, "task", h.TaskID, "err", kerr)
+	}
+	return tools.Result{Text: "cannot start: the cluster's store did not record the task, so it was killed (" + tools.Label(err.Error()) + "); try again", IsError: true}
 }
 
 // answered is the end of a sessionless request served here, its answer written:
@@ -273,7 +335,7 @@ func (s *Server) answered(r *http.Request, body []byte) {
 		principal = ti.UserID
 	}
 	if o := s.findScope(req.handle, principal); o != nil {
-		s.saveScope(r.Context(), o, true)
+		_ = s.saveScope(r.Context(), o, true) // its failure is logged; the next save writes it
 	}
 }
 
