@@ -174,11 +174,16 @@ func WithBashToolOptions(opts ...tools.BashOption) Option {
 
 // WithPlacement makes the Server one frontend of several that serve the same
 // sessionless scopes (cluster.go, package placement): a scope it mints is
-// registered with p; a sessionless HTTP request naming a scope homed on another
-// live frontend is forwarded there and answered with the home's answer; one
-// naming a scope whose home was lost is answered so. New makes p serve the
-// requests forwarded to this Server. Close p after the Server. nil keeps the
-// default: one server, nothing of this loaded.
+// registered with p and its tasks kept in its record; a sessionless HTTP request
+// naming a scope homed on another live frontend is forwarded there and answered
+// with the home's answer; a scope whose home's lease ended is taken here, its
+// commands adopted from the workers and its tasks restored under their ids. New
+// makes p serve the requests forwarded to this Server. For a scope's commands to
+// outlive this frontend, start them with p.Node() created with
+// remote.WithScopes(srv.ScopeOf) (taskrt-mcp does), and give the runtime the
+// cluster's numbering: WithRuntimeOptions(actors.WithIDs(p.NextID)). Close p
+// after the Server, then p.Node(). nil keeps the default: one server, nothing of
+// this loaded.
 func WithPlacement(p *placement.Placement) Option {
 	return optionFunc(func(c *config) { c.placement = p })
 }

@@ -17,12 +17,14 @@
 //
 // With -nats URL every bash command runs on a taskrt-worker (docs/remote.md);
 // with -http as well, the process is one frontend of several behind a load
-// balancer: any of them serves any live sessionless scope, forwarding a request
-// to the frontend that minted the scope (docs/scopes-cluster.md). Its frontend id
-// is the host name and 8 random characters, new at every start, printed on
-// stderr.
+// balancer: any of them serves any sessionless scope, forwarding a request to the
+// scope's home, and when a home dies, is paused or cut off, or shuts down, another
+// frontend takes its scopes, whose commands run on (docs/scopes-cluster.md). Its
+// frontend id is its owner node's, new at every start, printed on stderr.
 //
 // SIGINT or SIGTERM ends every session, kills every task, waits until their
-// processes are gone and exits 0; a second signal exits at once with status 1.
+// processes are gone and exits 0 — but a frontend's sessionless scopes, whose
+// commands run on for the frontend that takes them; a second signal exits at once
+// with status 1.
 // Run taskrt-mcp -h for the flags.
 package main

@@ -99,7 +99,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.startKeys, "start-keys", false, "offer bash's key parameter: a retried background start with the same key returns the task already started")
 	fs.BoolVar(&o.verbose, "v", false, "log sessions beginning and ending to stderr")
 	fs.StringVar(&o.natsURL, "nats", "", "run every bash command on a taskrt-worker reached through the NATS server at `URL` (see docs/remote.md)")
-	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing, and (with -http) the other frontends read its scopes as lost")
+	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "with -nats: this node's lease; workers kill its commands this long after it stops renewing, and (with -http) another frontend then takes its sessionless scopes, whose commands run on")
 	fs.BoolVar(&o.sessionless, "sessionless", true, "serve the sessionless revision 2026-07-28 (on stdio the connection owns the tasks, over HTTP scopes do); false: sessions only, a 2026-07-28 client falls back to a session")
 	fs.Func("sandbox", "run commands in a bubblewrap sandbox of this `mode`: off (default), read-only (nothing writable but a private /tmp) or workspace-write (the working directory too); no network unless -sandbox-network", func(v string) (err error) {
 		o.sandbox.Mode, err = bash.ParseSandboxMode(v)
