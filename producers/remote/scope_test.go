@@ -555,3 +555,52 @@ func TestValidIsCheckedWhenAsked(t *testing.T) {
 	o.p.lease.mu.Unlock()
 	assert.False(t, o.p.Valid())
 }
+
+// TestHandoffLeavesScopeCommandsForAdoption: a node that hands off before its
+// runtime disposes the scope's owner and it closes (a frontend's graceful
+// shutdown) kills none of the scope's commands; another node adopts them.
+// OwnerLive follows both nodes' leases throughout.
+func TestHandoffLeavesScopeCommandsForAdoption(t *testing.T) {
+	ctx := context.Background()
+	_, w, a, b, aEnded := adoption(t)
+	aEpoch, err := a.p.Epoch()
+	require.NoError(t, err)
+	bEpoch, err := b.p.Epoch()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		p     *Producer
+		node  string
+		epoch uint64
+		want  bool
+	}{
+		{b.p, a.p.Node(), aEpoch, true},
+		{b.p, a.p.Node(), aEpoch + 1000, false},
+		{b.p, "no-such-node", 1, false},
+		{b.p, b.p.Node(), bEpoch, true},
+		{a.p, b.p.Node(), bEpoch, true},
+	} {
+		got, err := tc.p.OwnerLive(bounded(t), tc.node, tc.epoch)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, "OwnerLive(%s, %d) from %s", tc.node, tc.epoch, tc.p.Node())
+	}
+
+	id := a.start(t, scopeAgent, bash.Command{Command: `echo up; exec sleep 60`})
+	assert.Equal(t, "up\n", a.until(t, id, scopeAgent, "up").Output)
+	a.p.Handoff()
+	require.NoError(t, a.rt.Agents().Dispose(ctx, scopeAgent))
+	assert.Equal(t, 1, w.Processes(), "the disposal killed nothing on the worker")
+	require.NoError(t, a.p.Close(ctx))
+	recv(t, aEnded, "A's lease released")
+	live, err := b.p.OwnerLive(bounded(t), a.p.Node(), aEpoch)
+	require.NoError(t, err)
+	assert.False(t, live, "A's lease ended")
+	adopted, err := b.p.Adopt(bounded(t), testScope, 2)
+	require.NoError(t, err)
+	require.Len(t, adopted, 1)
+	assert.False(t, adopted[0].Exited)
+	assert.Equal(t, 1, w.Processes())
+	require.NoError(t, adopted[0].Hooks.Cancel("done"))
+	assert.Equal(t, messages.Killed, recv(t, adopted[0].Hooks.Done, "the outcome").Status)
+	adopted[0].Hooks.Release()
+	<-w.Drained()
+}
