@@ -31,11 +31,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -45,12 +43,12 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/taskrt/taskrt/internal/blackhole"
+	"github.com/taskrt/taskrt/internal/sessionless"
 	"github.com/taskrt/taskrt/producers/remote"
 )
 
@@ -237,76 +235,12 @@ func (f *frontend) stop() {
 	}
 }
 
-// result is one sessionless tools/call's answer.
-type result struct {
-	texts      []string
-	isError    bool
-	structured map[string]any
-	rpcError   string
-}
-
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-
-var ids atomic.Int64
 
 // call sends one sessionless tools/call; err is a transport failure (the
 // frontend died during the call).
-func call(ctx context.Context, u, tool string, args map[string]any) (result, error) {
-	params, _ := json.Marshal(map[string]any{"name": tool, "arguments": args, "_meta": map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "taskrt-scopes-bench", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-	}})
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, ids.Add(1), params)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
-	if err != nil {
-		return result{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", tool)
-	resp, err := client.Do(req)
-	if err != nil {
-		return result{}, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return result{}, err
-	}
-	data := string(raw)
-	sc := bufio.NewScanner(strings.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			data = d
-		}
-	}
-	var msg struct {
-		Result struct {
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-			IsError           bool           `json:"isError"`
-			StructuredContent map[string]any `json:"structuredContent"`
-		} `json:"result"`
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(data), &msg); err != nil {
-		return result{}, fmt.Errorf("status %d, %v in %q", resp.StatusCode, err, raw)
-	}
-	if msg.Error != nil {
-		return result{rpcError: msg.Error.Message}, nil
-	}
-	out := result{isError: msg.Result.IsError, structured: msg.Result.StructuredContent}
-	for _, c := range msg.Result.Content {
-		out.texts = append(out.texts, c.Text)
-	}
-	return out, nil
+func call(ctx context.Context, u, tool string, args map[string]any) (sessionless.Result, error) {
+	return sessionless.Call(ctx, client, u, tool, args)
 }
 
 // start starts command in a new scope at f.
@@ -315,10 +249,10 @@ func startScope(ctx context.Context, f *frontend, command string) (id, scope str
 	if err != nil {
 		return "", "", err
 	}
-	id, _ = r.structured["task_id"].(string)
-	scope, _ = r.structured["scope"].(string)
-	if r.isError || id == "" || scope == "" {
-		return "", "", fmt.Errorf("start: %q %q", r.texts, r.rpcError)
+	id, _ = r.Structured["task_id"].(string)
+	scope, _ = r.Structured["scope"].(string)
+	if r.IsError || id == "" || scope == "" {
+		return "", "", fmt.Errorf("start: %q %q", r.Texts, r.RPCError)
 	}
 	return id, scope, nil
 }
@@ -366,16 +300,16 @@ func (c *cluster) takeover(cut bool) (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
-		if r.rpcError == "" {
+		if r.RPCError == "" {
 			d := time.Since(began)
-			if r.isError || !strings.HasSuffix(strings.Join(r.texts, "\n"), "[status: running]") {
-				return 0, fmt.Errorf("after the takeover: %q", r.texts)
+			if r.IsError || !strings.HasSuffix(strings.Join(r.Texts, "\n"), "[status: running]") {
+				return 0, fmt.Errorf("after the takeover: %q", r.Texts)
 			}
 			_, _ = call(ctx, b.url, "scope_close", map[string]any{"scope": scope})
 			return d, nil
 		}
-		if !strings.Contains(r.rpcError, "unreachable") {
-			return 0, errors.New(r.rpcError)
+		if !strings.Contains(r.RPCError, "unreachable") {
+			return 0, errors.New(r.RPCError)
 		}
 	}
 }
@@ -406,8 +340,8 @@ func (c *cluster) forwarded() (home, fwd []time.Duration, err error) {
 		}
 		t0 := time.Now()
 		r, err := call(ctx, f.url, "task_list", map[string]any{"scope": scope})
-		if err != nil || r.isError || r.rpcError != "" {
-			return nil, nil, fmt.Errorf("task_list: %v %q %q", err, r.texts, r.rpcError)
+		if err != nil || r.IsError || r.RPCError != "" {
+			return nil, nil, fmt.Errorf("task_list: %v %q %q", err, r.Texts, r.RPCError)
 		}
 		*into = append(*into, time.Since(t0))
 	}

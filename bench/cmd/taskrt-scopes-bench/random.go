@@ -181,16 +181,16 @@ func (c *cluster) playOne(ctx context.Context, fl *fleet, dir string, i int) (sc
 	var ended time.Time
 	for ctx.Err() == nil {
 		res, err := call(ctx, fl.pick().url, "task_list", map[string]any{"scope": sr.scope})
-		if err != nil || res.rpcError != "" {
+		if err != nil || res.RPCError != "" {
 			time.Sleep(100 * time.Millisecond) // a figure, not a test: the home is being taken
 			continue
 		}
-		for _, note := range res.texts[min(1, len(res.texts)):] {
+		for _, note := range res.Texts[min(1, len(res.Texts)):] {
 			if strings.HasPrefix(note, "background task "+sr.id+" ") {
 				sr.notices++
 			}
 		}
-		line := res.texts[0]
+		line := res.Texts[0]
 		if strings.HasPrefix(line, "scope not found") || strings.HasPrefix(line, "(no background tasks)") {
 			sr.status = "scope gone: " + line
 			return sr, unanswered
@@ -211,12 +211,12 @@ func (c *cluster) playOne(ctx context.Context, fl *fleet, dir string, i int) (sc
 			sr.readLost = true
 			continue
 		}
-		if res.rpcError != "" {
+		if res.RPCError != "" {
 			time.Sleep(100 * time.Millisecond) // a figure, not a test
 			continue
 		}
-		text := strings.Join(res.texts, "\n")
-		for _, note := range res.texts[min(1, len(res.texts)):] {
+		text := strings.Join(res.Texts, "\n")
+		for _, note := range res.Texts[min(1, len(res.Texts)):] {
 			if strings.HasPrefix(note, "background task "+sr.id+" ") {
 				sr.notices++
 			}

@@ -3,12 +3,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -16,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskrt/taskrt/internal/sessionless"
 	"github.com/taskrt/taskrt/producers/remote"
 )
 
@@ -67,66 +63,16 @@ type sessionlessCall struct {
 	rpcError   string
 }
 
-var sessionlessIDs int
-
 // callAt sends one sessionless tools/call to url.
 func callAt(t *testing.T, url, tool string, args map[string]any) sessionlessCall {
 	t.Helper()
-	sessionlessIDs++
-	params, _ := json.Marshal(map[string]any{"name": tool, "arguments": args, "_meta": map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "cluster-test", "version": "1"},
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-	}})
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, sessionlessIDs, params)
 	ctx, cancel := context.WithTimeout(bg, time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", tool)
-	resp, err := http.DefaultClient.Do(req)
+	r, err := sessionless.Call(ctx, nil, url, tool, args)
 	if err != nil {
 		t.Fatalf("%s at %s: %v", tool, url, err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	data := string(raw)
-	sc := bufio.NewScanner(strings.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			data = d
-		}
-	}
-	var msg struct {
-		Result struct {
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-			IsError           bool           `json:"isError"`
-			StructuredContent map[string]any `json:"structuredContent"`
-		} `json:"result"`
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(data), &msg); err != nil {
-		t.Fatalf("%s at %s: status %d, %v in %q", tool, url, resp.StatusCode, err, raw)
-	}
-	if msg.Error != nil {
-		return sessionlessCall{rpcError: msg.Error.Message}
-	}
-	out := sessionlessCall{isError: msg.Result.IsError, structured: msg.Result.StructuredContent}
-	for _, c := range msg.Result.Content {
-		out.texts = append(out.texts, c.Text)
-	}
-	return out
+	return sessionlessCall{texts: r.Texts, isError: r.IsError, structured: r.Structured, rpcError: r.RPCError}
 }
 
 func (c sessionlessCall) text() string { return strings.Join(c.texts, "\n") }

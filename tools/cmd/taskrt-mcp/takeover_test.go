@@ -60,6 +60,20 @@ func startIn(t *testing.T, f *frontendProc, scope, command string) (id, inScope 
 	return id, inScope
 }
 
+// twoFrontends starts frontends A and B (lease 2 s) and a worker, and script
+// (marked) as a task of a new scope homed on A; it returns them once the task's
+// process runs, with the processes it has.
+func twoFrontends(t *testing.T, script string) (a, b *frontendProc, id, scope, mark string, pids []int) {
+	t.Helper()
+	const lease = 2 * time.Second
+	ns := cluster(t, lease, "w1")
+	a, b = startFrontend(t, ns.URL(), lease), startFrontend(t, ns.URL(), lease)
+	mark = newMark()
+	id, scope = startIn(t, a, "", marked(mark, script))
+	awaitMarked(t, mark, 1)
+	return a, b, id, scope, mark, markedPIDs(mark)
+}
+
 // notices are the texts of a result after its first: its notices.
 func notices(c sessionlessCall) []string {
 	if len(c.texts) < 2 {
@@ -115,13 +129,7 @@ func TestNoticeDueAtHomeDeathComesOnce(t *testing.T) {
 // served by the new home (it lists the task started there meanwhile); it kills
 // nothing, and nothing runs twice.
 func TestPausedHomeAnswersNothing(t *testing.T) {
-	const lease = 2 * time.Second
-	ns := cluster(t, lease, "w1")
-	a, b := startFrontend(t, ns.URL(), lease), startFrontend(t, ns.URL(), lease)
-	mark := newMark()
-	long, scope := startIn(t, a, "", marked(mark, "sleep 600"))
-	awaitMarked(t, mark, 1)
-	before := markedPIDs(mark)
+	a, b, long, scope, mark, before := twoFrontends(t, "sleep 600")
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -192,13 +200,7 @@ func TestIdleScopeDiesEverywhere(t *testing.T) {
 // TestFrontendShutdownHandsScopesOn: a frontend stopped with SIGTERM (a deploy)
 // hands its scopes on: a survivor takes them at once, their commands running on.
 func TestFrontendShutdownHandsScopesOn(t *testing.T) {
-	const lease = 2 * time.Second
-	ns := cluster(t, lease, "w1")
-	a, b := startFrontend(t, ns.URL(), lease), startFrontend(t, ns.URL(), lease)
-	mark := newMark()
-	long, scope := startIn(t, a, "", marked(mark, "echo up; sleep 600"))
-	awaitMarked(t, mark, 1)
-	before := markedPIDs(mark)
+	a, b, long, scope, mark, before := twoFrontends(t, "echo up; sleep 600")
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
