@@ -13,12 +13,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/nats-io/nats.go"
 
+	"github.com/taskrt/taskrt/actors"
+	"github.com/taskrt/taskrt/messages"
 	"github.com/taskrt/taskrt/producers/remote"
 	"github.com/taskrt/taskrt/tools/mcpserver"
 	"github.com/taskrt/taskrt/tools/mcpserver/placement"
@@ -48,16 +51,34 @@ func natsServer(t testing.TB) *remote.Server {
 }
 
 // newFrontend starts a frontend on ns, its HTTP handler wrapped by wrap (nil:
-// none). The test's end closes the Server, then the placement, then the
-// connection.
+// none), its commands local. The test's end closes the Server, then the
+// placement, then the owner node and the connection.
 func newFrontend(t testing.TB, ns *remote.Server, wrap func(http.Handler) http.Handler, opts ...mcpserver.Option) *frontend {
+	t.Helper()
+	return joinAsFrontend(t, ns, wrap, false, opts...)
+}
+
+// newRemoteFrontend starts a frontend on ns whose commands run on the workers
+// and belong to their scopes, as taskrt-mcp -http -nats does.
+func newRemoteFrontend(t testing.TB, ns *remote.Server) *frontend {
+	t.Helper()
+	return joinAsFrontend(t, ns, nil, true)
+}
+
+func joinAsFrontend(t testing.TB, ns *remote.Server, wrap func(http.Handler) http.Handler, remoteBash bool, opts ...mcpserver.Option) *frontend {
 	t.Helper()
 	nc, err := remote.Connect(ns.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	node, err := remote.New(nc, remote.WithLease(clusterLease))
+	var srvOf atomic.Pointer[mcpserver.Server]
+	node, err := remote.New(nc, remote.WithLease(clusterLease), remote.WithScopes(func(owner messages.AgentID) (string, uint64, bool) {
+		if s := srvOf.Load(); s != nil {
+			return s.ScopeOf(owner)
+		}
+		return "", 0, false
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +88,12 @@ func newFrontend(t testing.TB, ns *remote.Server, wrap func(http.Handler) http.H
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(bg) })
-	srv := newServer(t, append([]mcpserver.Option{mcpserver.WithPlacement(p)}, opts...)...)
+	opts = append([]mcpserver.Option{mcpserver.WithPlacement(p), mcpserver.WithRuntimeOptions(actors.WithIDs(p.NextID))}, opts...)
+	if remoteBash {
+		opts = append(opts, mcpserver.WithBashRunner(node))
+	}
+	srv := newServer(t, opts...)
+	srvOf.Store(srv)
 	var h http.Handler = srv.HTTPHandler()
 	if wrap != nil {
 		h = wrap(h)
@@ -77,6 +103,22 @@ func newFrontend(t testing.TB, ns *remote.Server, wrap func(http.Handler) http.H
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
 	return &frontend{srv: srv, p: p, nc: nc, hs: hs}
+}
+
+// workerOn starts an in-process worker on ns for the test.
+func workerOn(t *testing.T, ns *remote.Server, name string) *remote.Worker {
+	t.Helper()
+	nc, err := remote.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	w, err := remote.NewWorker(nc, remote.WithName(name), remote.WithLease(clusterLease), remote.WithDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close(bg) })
+	return w
 }
 
 // sessionlessAt is a sessionless client of the frontend at hs, with token (""
@@ -363,4 +405,62 @@ func TestClusterRoutesTasksExtension(t *testing.T) {
 		t.Errorf("tasks/get of an unknown task of the scope at C = %s, want -32602", r.raw)
 	}
 	a.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": created.Meta.Scope})
+}
+
+// TestClusterTakeoverKeepsProtocolTasks: a scope's tasks of the tasks extension,
+// their commands on a worker, survive their home's cut: at a survivor, tasks/get
+// by the same protocol id answers the ended one's end and the running one's
+// status, and tasks/cancel ends the running one.
+func TestClusterTakeoverKeepsProtocolTasks(t *testing.T) {
+	ns := natsServer(t)
+	workerOn(t, ns, "w1")
+	fa, fb := newRemoteFrontend(t, ns), newRemoteFrontend(t, ns)
+	a, b := sessionlessAt(t, fa.hs, ""), sessionlessAt(t, fb.hs, "")
+	a.caps, b.caps = tasksExtCaps, tasksExtCaps
+	ended := a.extStart("echo built")
+	want := a.awaitExtDone(ended.TaskID)
+	if want.Status != "completed" || want.Result == nil {
+		t.Fatalf("tasks/get at the home = %+v", want)
+	}
+	mark := newMark(t)
+	running := b.extStart(marked(mark, "sleep 600")) // at B: a scope of its own, homed on B
+	long := a.call("tools/call", fmt.Sprintf(`{"name":"bash","arguments":{"command":%q,"run_in_background":true,"scope":%q}}`, marked(mark, "sleep 600"), ended.Meta.Scope))
+	var created extTask
+	if err := json.Unmarshal(long.Result, &created); err != nil || created.Status != "working" {
+		t.Fatalf("a second start in the scope = %s", long.raw)
+	}
+	awaitMarked(t, mark, 2)
+	fa.nc.Close() // A is cut off: B takes its scope
+	cut := time.Now()
+	var got extTask
+	for {
+		r := b.call("tasks/get", fmt.Sprintf(`{"taskId":%q}`, ended.TaskID))
+		if r.Error == nil {
+			if err := json.Unmarshal(r.Result, &got); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if !strings.Contains(r.Error.Message, "unreachable") || time.Since(cut) > time.Minute {
+			t.Fatalf("tasks/get at B after the cut: %s", r.raw)
+		}
+	}
+	// The output its first answer carried was read then (the read cursor moved
+	// with it): the new home answers the end, not the output again.
+	if got.Status != "completed" || got.Result == nil || !slices.Equal(got.Result.texts(), []string{"[status: completed, exit code: 0]"}) {
+		t.Errorf("tasks/get of the ended task at B after the takeover = %+v %q, want it completed", got, got.Result.texts())
+	}
+	var still extTask
+	b.ok("tasks/get", fmt.Sprintf(`{"taskId":%q}`, created.TaskID), &still)
+	if still.Status != "working" {
+		t.Errorf("tasks/get of the running task at B = %+v, want working", still)
+	}
+	var cancelled extTask
+	b.ok("tasks/cancel", fmt.Sprintf(`{"taskId":%q}`, created.TaskID), &cancelled)
+	if done := b.awaitExtDone(created.TaskID); done.Status != "cancelled" {
+		t.Errorf("after tasks/cancel at B: %+v", done)
+	}
+	b.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": ended.Meta.Scope})
+	b.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": running.Meta.Scope})
+	awaitGoneMarked(t, mark)
 }

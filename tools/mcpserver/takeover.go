@@ -158,6 +158,9 @@ func (s *Server) rebuild(ctx context.Context, scope string) (*owner, error) {
 		if t.Told {
 			o.told[messages.TaskID(t.ID)] = true
 		}
+		if t.Ext {
+			s.restoreProtoTask(ctx, o, messages.TaskID(t.ID), time.Duration(t.TTLMS)*time.Millisecond)
+		}
 	}
 	for i, a := range adopted {
 		if !used[i] { // no task of the model's: nobody can read or kill it
@@ -179,6 +182,19 @@ func (s *Server) rebuild(ctx context.Context, scope string) (*owner, error) {
 	s.log.Info("scope taken", "owner", o.agent, "from", taken.From, "tasks", len(taken.Tasks), "adopted", len(adopted))
 	_ = s.saveScope(ctx, o, false) // its failure is logged; the next save writes it
 	return o, nil
+}
+
+// restoreProtoTask makes a restored task the protocol task of the tasks
+// extension it was (tasks/get by its protocol id), tracked to its end.
+func (s *Server) restoreProtoTask(ctx context.Context, o *owner, rid messages.TaskID, ttl time.Duration) {
+	pt := s.newProtoTask(o, rid, true, true, ttl)
+	if !o.addTask(pt) {
+		return
+	}
+	s.bgTasks.Store(pt.rid, pt)
+	if snap, err := s.rt.Tasks().Get(ctx, pt.rid, o.agent); err == nil && snap.Status.Terminal() {
+		s.settled(snap) // it ended before it was tracked
+	}
 }
 
 // dropAdopted kills an adopted command and releases it once it ended.
@@ -293,7 +309,11 @@ func (s *Server) saveOnce(ctx context.Context, o *owner) error {
 		if told {
 			o.told[sn.ID] = true
 		}
-		tasks = append(tasks, placement.Task{ID: string(sn.ID), Kind: sn.Kind, Label: sn.Label, Ref: sn.Ref, Started: sn.Started, Told: told})
+		t := placement.Task{ID: string(sn.ID), Kind: sn.Kind, Label: sn.Label, Ref: sn.Ref, Started: sn.Started, Told: told}
+		if pt := o.byRID[sn.ID]; pt != nil && pt.ext {
+			t.Ext, t.TTLMS = true, pt.ttl.Milliseconds()
+		}
+		tasks = append(tasks, t)
 	}
 	o.mu.Unlock()
 	return s.cfg.placement.Save(ctx, o.handle, tasks)

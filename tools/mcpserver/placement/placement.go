@@ -152,6 +152,10 @@ type Task struct {
 	// result, or it read, waited on or killed the task at its end. The next home
 	// sends no notice for it.
 	Told bool `json:"told,omitempty"`
+	// Ext: the task is also a protocol task of the tasks extension (tasks/get by
+	// "<id>.<scope>"), kept TTLMS milliseconds after its end.
+	Ext   bool  `json:"ext,omitempty"`
+	TTLMS int64 `json:"ttl_ms,omitempty"`
 }
 
 // record is the value of a scope's key.
@@ -345,7 +349,8 @@ func (p *Placement) Save(ctx context.Context, scope string, tasks []Task) error 
 }
 
 func sameTask(a, b Task) bool {
-	return a.ID == b.ID && a.Kind == b.Kind && a.Label == b.Label && a.Ref == b.Ref && a.Started.Equal(b.Started) && a.Told == b.Told
+	return a.ID == b.ID && a.Kind == b.Kind && a.Label == b.Label && a.Ref == b.Ref && a.Started.Equal(b.Started) && a.Told == b.Told &&
+		a.Ext == b.Ext && a.TTLMS == b.TTLMS
 }
 
 // Unregister deletes the record of a scope homed here that ended (closed,
