@@ -40,7 +40,7 @@ const guardEnv = "TASKRT_WORKER_GUARD"
 const usage = `taskrt-worker runs taskrt commands that owner nodes place on it over NATS.
 
 Usage:
-  taskrt-worker -nats URL [-name NAME] [-max-tasks N] [-dir DIR] [-lease D]
+  taskrt-worker -nats URL [-name NAME] [-max-tasks N] [-dir DIR] [-lease D] [-orphan-grace D]
 
 Flags:
 `
@@ -60,6 +60,7 @@ type options struct {
 	maxTasks int
 	dir      string
 	lease    time.Duration
+	orphan   time.Duration
 	verbose  bool
 }
 
@@ -76,6 +77,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxTasks, "max-tasks", remote.DefaultMaxTasks, "commands run at once; further starts go to other workers")
 	fs.StringVar(&o.dir, "dir", "", "working `directory` of the commands (default: the current directory)")
 	fs.DurationVar(&o.lease, "lease", remote.DefaultLease, "lease duration: owners declare this worker lost this long after it stops renewing")
+	fs.DurationVar(&o.orphan, "orphan-grace", 0, "how long a sessionless scope's commands outlive their frontend's lease, waiting for another frontend to adopt them, before they are killed (0: the frontend's lease, at least 2s)")
 	fs.BoolVar(&o.verbose, "v", false, "log leases, starts and kills to stderr")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -94,6 +96,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return bad("-max-tasks must be at least 1")
 	case o.lease <= 0:
 		return bad("-lease must be positive")
+	case o.orphan < 0:
+		return bad("-orphan-grace must not be negative")
 	}
 	return o, nil
 }
@@ -131,6 +135,9 @@ func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int 
 	opts := []remote.Option{remote.WithLogger(log), remote.WithMaxTasks(o.maxTasks), remote.WithLease(o.lease), remote.WithDir(o.dir)}
 	if o.name != "" {
 		opts = append(opts, remote.WithName(o.name))
+	}
+	if o.orphan > 0 {
+		opts = append(opts, remote.WithOrphanGrace(o.orphan))
 	}
 	w, err := remote.NewWorker(nc, opts...)
 	if err != nil {

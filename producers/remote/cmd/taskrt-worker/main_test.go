@@ -310,6 +310,7 @@ func TestFlags(t *testing.T) {
 		{nil, "-nats URL is required"},
 		{[]string{"-nats", "nats://x", "-max-tasks", "0"}, "-max-tasks must be at least 1"},
 		{[]string{"-nats", "nats://x", "-lease", "0s"}, "-lease must be positive"},
+		{[]string{"-nats", "nats://x", "-orphan-grace", "-1s"}, "-orphan-grace must not be negative"},
 		{[]string{"-nats", "nats://x", "extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
