@@ -232,13 +232,22 @@ func (h *httpHandler) route(w http.ResponseWriter, r *http.Request, body []byte)
 		case loc.Where != placement.Elsewhere:
 			return false
 		}
-		return h.forward(w, r, req, loc.Home, body)
+		resp, err := p.Forward(r.Context(), loc.Home, placement.Request{Header: forwardHeader(r), Body: body})
+		if errors.Is(err, placement.ErrNotSent) && try < 3 {
+			// The home is gone and the request never reached it: wait for its
+			// lease to end, then take the scope here (the caller sees a slow
+			// answer, not an error).
+			if err = p.AwaitHomeEnd(r.Context(), loc.Home, loc.Epoch); err == nil {
+				continue
+			}
+		}
+		return h.answerForwarded(w, req, loc.Home, resp, err)
 	}
 }
 
-// forward serves a request at the scope's home and writes its answer.
-func (h *httpHandler) forward(w http.ResponseWriter, r *http.Request, req routed, home string, body []byte) bool {
-	resp, err := h.s.cfg.placement.Forward(r.Context(), home, placement.Request{Header: forwardHeader(r), Body: body})
+// answerForwarded writes the home's answer to a forwarded request, or the error
+// that kept it from one.
+func (h *httpHandler) answerForwarded(w http.ResponseWriter, req routed, home string, resp placement.Response, err error) bool {
 	if err != nil {
 		why := err.Error()
 		if errors.Is(err, context.DeadlineExceeded) {

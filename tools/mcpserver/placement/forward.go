@@ -50,7 +50,7 @@ func (p *Placement) Forward(ctx context.Context, home string, req Request) (Resp
 		p.mu.Unlock()
 	}()
 	if _, live, known := p.node.OwnerKnown(home); known && !live {
-		return Response{}, fmt.Errorf("%w: %s: its lease ended", ErrUnreachable, home)
+		return Response{}, fmt.Errorf("%w: %w: %s: its lease ended", ErrUnreachable, ErrNotSent, home)
 	}
 	resp, err := p.forward(ctx, home, req)
 	if errors.Is(context.Cause(ctx), errHomeEnded) {
@@ -69,6 +69,41 @@ func (p *Placement) homeEnded(node string, _ uint64) {
 	defer p.mu.Unlock()
 	for _, gone := range p.forwards[node] {
 		gone(errHomeEnded)
+	}
+	for _, ch := range p.awaiting[node] {
+		close(ch)
+	}
+	delete(p.awaiting, node)
+}
+
+// AwaitHomeEnd waits until the lease of frontend home under epoch has ended (at
+// once if it has), or ctx ends. A request that could not be sent to a scope's
+// home (ErrNotSent: the process is gone) waits for this, then takes the scope.
+func (p *Placement) AwaitHomeEnd(ctx context.Context, home string, epoch uint64) error {
+	ch := make(chan struct{})
+	p.mu.Lock()
+	if p.awaiting[home] == nil {
+		p.awaiting[home] = map[chan struct{}]chan struct{}{}
+	}
+	p.awaiting[home][ch] = ch
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.awaiting[home], ch)
+		if len(p.awaiting[home]) == 0 {
+			delete(p.awaiting, home)
+		}
+		p.mu.Unlock()
+	}()
+	// After the registration: an end between the check and the wait closes ch.
+	if live, err := p.node.OwnerLive(ctx, home, epoch); err != nil || !live {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -98,7 +133,7 @@ func (p *Placement) forward(ctx context.Context, home string, req Request) (Resp
 			return Response{}, ctx.Err()
 		}
 		if errors.Is(err, nats.ErrNoResponders) {
-			return Response{}, fmt.Errorf("%w: %s", ErrUnreachable, home)
+			return Response{}, fmt.Errorf("%w: %w: %s", ErrUnreachable, ErrNotSent, home)
 		}
 		return Response{}, fmt.Errorf("placement: forwarding to %s: %w", home, err)
 	}

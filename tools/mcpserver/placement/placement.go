@@ -31,9 +31,14 @@ var (
 	// unreachable, or it fenced itself and is acquiring a new one, or it was
 	// paused past it), so it can neither answer for a scope nor take one.
 	ErrNoLease = errors.New("placement: this frontend holds no lease (the NATS store is unreachable or its lease lapsed)")
-	// ErrUnreachable: the scope's home frontend did not answer (it has no
-	// subscriber: it is stopping, or died and its lease has not lapsed yet).
+	// ErrUnreachable: the scope's home frontend did not answer: it has no
+	// subscriber (it is stopping, or died and its lease has not lapsed yet; then
+	// the error is also ErrNotSent), or its lease ended before it answered.
 	ErrUnreachable = errors.New("placement: the scope's home frontend is unreachable")
+	// ErrNotSent: the request certainly did not reach the home (nobody
+	// subscribes for it, or its lease had ended): sending it elsewhere cannot
+	// run it twice.
+	ErrNotSent = errors.New("placement: the request was not delivered")
 	// ErrMoved: the scope's record is no longer this frontend's to write: another
 	// frontend took the scope (this one was paused or cut off past its lease).
 	ErrMoved = errors.New("placement: another frontend took the scope")
@@ -202,6 +207,7 @@ type Placement struct {
 	wmu      map[string]*sync.Mutex                       // one writer at a time per scope homed here
 	inflight map[string]context.CancelFunc                // forwarded requests being served, by forward id
 	forwards map[string]map[*byte]context.CancelCauseFunc // requests forwarded from here, by home
+	awaiting map[string]map[chan struct{}]chan struct{}   // AwaitHomeEnd's waiters, by home
 	subs     []*nats.Subscription
 	closed   bool
 
@@ -232,7 +238,8 @@ func New(nc *nats.Conn, node *remote.Producer, opts ...Option) (*Placement, erro
 		return nil, fmt.Errorf("placement: the scopes bucket: %w", err)
 	}
 	p := &Placement{cfg: cfg, nc: nc, kv: kv, node: node, homed: map[string]*held{}, wmu: map[string]*sync.Mutex{},
-		inflight: map[string]context.CancelFunc{}, forwards: map[string]map[*byte]context.CancelCauseFunc{}}
+		inflight: map[string]context.CancelFunc{}, forwards: map[string]map[*byte]context.CancelCauseFunc{},
+		awaiting: map[string]map[chan struct{}]chan struct{}{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	node.OnOwnerEnded(p.homeEnded)
 	return p, nil

@@ -233,7 +233,38 @@ func TestForward(t *testing.T) {
 		t.Fatal("the home's call did not end when its caller gave up")
 	}
 
-	if _, err := pb.Forward(ctx, "fe-nobody", placement.Request{}); !errors.Is(err, placement.ErrUnreachable) {
-		t.Errorf("Forward to a frontend that is not there: %v", err)
+	if _, err := pb.Forward(ctx, "fe-nobody", placement.Request{}); !errors.Is(err, placement.ErrUnreachable) || !errors.Is(err, placement.ErrNotSent) {
+		t.Errorf("Forward to a frontend that is not there: %v, want ErrUnreachable and ErrNotSent", err)
+	}
+}
+
+// TestAwaitHomeEnd: a wait for a live home's lease ends with ctx; one for a home
+// cut off ends when its lease does; one for an ended lease returns at once.
+func TestAwaitHomeEnd(t *testing.T) {
+	ns := natsServer(t)
+	pa, _ := join(t, ns)
+	pb, ncb := join(t, ns)
+	epoch, ok := pb.Epoch()
+	if !ok {
+		t.Fatal("B holds no lease")
+	}
+	short, cancel := context.WithTimeout(context.Background(), lease/4)
+	defer cancel()
+	if err := pa.AwaitHomeEnd(short, pb.ID(), epoch); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting for a live home: %v, want the deadline", err)
+	}
+	ncb.Close() // B is cut off
+	cut := time.Now()
+	if err := pa.AwaitHomeEnd(context.Background(), pb.ID(), epoch); err != nil {
+		t.Fatalf("waiting for a cut-off home: %v", err)
+	}
+	t.Logf("B's lease ended %s after the cut (lease %s)", time.Since(cut).Round(time.Millisecond), lease)
+	if live, err := pa.Node().OwnerLive(context.Background(), pb.ID(), epoch); err != nil || live {
+		t.Errorf("after the wait B's lease is live = %v, %v", live, err)
+	}
+	again, stop := context.WithTimeout(context.Background(), lease/4)
+	defer stop()
+	if err := pa.AwaitHomeEnd(again, pb.ID(), epoch); err != nil {
+		t.Errorf("waiting again for the ended lease: %v, want nil at once", err)
 	}
 }
