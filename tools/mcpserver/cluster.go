@@ -305,11 +305,13 @@ func (s *Server) serveForwarded(ctx context.Context, req placement.Request) plac
 		}
 	}
 	var handler http.Handler = s.HTTPHandler()
+	var principal string
 	if raw := req.Header.Get(principalHeader); raw != "" {
 		var ti auth.TokenInfo
 		if err := json.Unmarshal([]byte(raw), &ti); err != nil {
 			return placement.Response{Status: http.StatusBadRequest, Body: []byte("bad forwarded principal")}
 		}
+		principal = ti.UserID
 		// The frontend that received the request authenticated it; the SDK reads
 		// the principal from where RequireBearerToken puts it.
 		handler = auth.RequireBearerToken(func(context.Context, string, *http.Request) (*auth.TokenInfo, error) {
@@ -322,7 +324,7 @@ func (s *Server) serveForwarded(ctx context.Context, req placement.Request) plac
 	if rec.code == 0 {
 		rec.code = http.StatusOK
 	}
-	return placement.Response{Status: rec.code, Header: rec.header, Body: rec.body.Bytes()}
+	return placement.Response{Status: rec.code, Header: rec.header, Body: rec.body.Bytes(), Sent: func() { s.answered(ctx, principal, req.Body) }}
 }
 
 // kept is a ResponseWriter that keeps the answer whole (an SSE stream too: its

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
@@ -463,4 +464,121 @@ func TestClusterTakeoverKeepsProtocolTasks(t *testing.T) {
 	b.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": ended.Meta.Scope})
 	b.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": running.Meta.Scope})
 	awaitGoneMarked(t, mark)
+}
+
+// TestClusterNoticeWindow: what holds for notices across a home's death, where.
+// A notice goes out on a result, then is marked delivered in the scope's record.
+// A home that dies between the two (held there by the test) has the new home
+// deliver that notice once more — the one repeat the design allows — and never
+// again; a notice marked before the death is not repeated.
+func TestClusterNoticeWindow(t *testing.T) {
+	ns := natsServer(t)
+	workerOn(t, ns, "w1")
+	fa, fb := newRemoteFrontend(t, ns), newRemoteFrontend(t, ns)
+	a, b := sessionlessAt(t, fa.hs, ""), sessionlessAt(t, fb.hs, "")
+	gate := t.TempDir()
+	gated := func(name string) string {
+		return fmt.Sprintf("until [ -e %s ]; do sleep 0.01; done; echo %s", filepath.Join(gate, name), name)
+	}
+	open := func(name string) {
+		if err := os.WriteFile(filepath.Join(gate, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marked, scope := a.startScoped(gated("marked"), "")
+	held := a.scopedTool("bash", map[string]any{"command": gated("held"), "run_in_background": true, "scope": scope})
+	heldID, _ := held.structured["task_id"].(string)
+	awaitNotice := func(c *rpc, id string) []string {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+			if r := c.scopedTool("task_list", map[string]any{"scope": scope}); len(r.texts) > 1 {
+				return r.texts[1:]
+			}
+		}
+		t.Fatalf("no notice of %s within a minute", id)
+		return nil
+	}
+	open("marked")
+	if got := awaitNotice(a, marked); len(got) != 1 || !strings.Contains(got[0], marked+" (bash:") {
+		t.Fatalf("the notices at the home = %q, want %s's", got, marked)
+	}
+	awaitTold(t, ns, scope, marked) // that notice's mark is in the record
+	// From here the home sends its answers and never marks their notices.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	mcpserver.BeforeMark(fa.srv, func() { <-release })
+	open("held")
+	if got := awaitNotice(a, heldID); len(got) != 1 || !strings.Contains(got[0], heldID+" (bash:") {
+		t.Fatalf("the notices at the home = %q, want %s's", got, heldID)
+	}
+	fa.nc.Close() // the home dies with the notice sent and not marked
+	var again []string
+	for deadline := time.Now().Add(time.Minute); len(again) == 0 && time.Now().Before(deadline); {
+		r := b.call("tools/call", fmt.Sprintf(`{"name":"task_list","arguments":{"scope":%q}}`, scope))
+		var got toolResult
+		if r.Error == nil && json.Unmarshal(r.Result, &got) == nil {
+			for _, c := range got.Content[1:] {
+				again = append(again, c.Text)
+			}
+		}
+	}
+	if len(again) != 1 || !strings.Contains(again[0], heldID+" (bash:") {
+		t.Errorf("the notices at the new home = %q, want %s's once more (sent, not marked), not %s's (marked)", again, heldID, marked)
+	}
+	for range 3 {
+		if r := b.scopedTool("task_list", map[string]any{"scope": scope}); len(r.texts) != 1 {
+			t.Errorf("a later result carries %q, want no notice", r.texts[1:])
+		}
+	}
+	b.scopedTool(mcpserver.ScopeCloseName, map[string]any{"scope": scope})
+}
+
+// awaitTold waits until the record of scope in the store says that the model
+// has had task id's end.
+func awaitTold(t *testing.T, ns *remote.Server, scope, id string) {
+	t.Helper()
+	nc, err := remote.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, time.Minute)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, "taskrt_scopes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.Watch(ctx, "scope."+scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil {
+				continue // the end of the initial values
+			}
+			var rec struct {
+				Tasks []struct {
+					ID   string `json:"id"`
+					Told bool   `json:"told"`
+				} `json:"tasks"`
+			}
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				t.Fatal(err)
+			}
+			for _, tk := range rec.Tasks {
+				if tk.ID == id && tk.Told {
+					return
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("the record of the scope never said %s was told", id)
+		}
+	}
 }

@@ -34,3 +34,8 @@ const (
 	DefaultTaskTTL     = defaultTaskTTL
 	MinTaskTTL         = minTaskTTL
 )
+
+// BeforeMark makes srv call f after each sessionless answer in a cluster scope
+// went out and before the notices it carried are marked delivered in the
+// scope's record. Set it before the calls it is to see.
+func BeforeMark(srv *Server, f func()) { srv.beforeMark.Store(&f) }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -106,7 +107,17 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return // its scope's home answered (cluster.go)
 			}
 			h.stateless.ServeHTTP(w, r) // a sessionless request: no session to find
-			h.s.answered(r, body)
+			if r.Context().Value(forwardedKey{}) == nil && h.s.cfg.placement != nil {
+				// The answer goes out — this handler returns — before the
+				// notices it carried are marked delivered (a forwarded one's
+				// once the forwarder has it).
+				var principal string
+				if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+					principal = ti.UserID
+				}
+				ctx := context.WithoutCancel(r.Context())
+				h.s.spawn(func() { h.s.answered(ctx, principal, body) })
+			}
 			return
 		}
 	case http.MethodDelete:

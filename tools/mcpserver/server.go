@@ -55,12 +55,13 @@ type Server struct {
 	// added before it is registered and removed before it is disposed, so that a
 	// page's snapshot, taken after it subscribed to the runtime's events, never
 	// misses a registered owner nor lists one whose disposal it will not hear of.
-	owners    map[messages.AgentID]*owner
-	bySession map[*mcp.ServerSession]*owner // connections and HTTP sessions
-	byHTTPID  map[string]*owner             // HTTP sessions, by Mcp-Session-Id
-	byHandle  map[string]*owner             // scopes, by handle
-	taking    map[string]chan struct{}      // scopes being taken here (takeover.go), closed when done
-	ending    map[string]*owner             // cluster scopes whose owner is ending here, by handle
+	owners     map[messages.AgentID]*owner
+	bySession  map[*mcp.ServerSession]*owner // connections and HTTP sessions
+	byHTTPID   map[string]*owner             // HTTP sessions, by Mcp-Session-Id
+	byHandle   map[string]*owner             // scopes, by handle
+	taking     map[string]chan struct{}      // scopes being taken here (takeover.go), closed when done
+	ending     map[string]*owner             // cluster scopes whose owner is ending here, by handle
+	beforeMark atomic.Pointer[func()]        // a test's: runs after an answer went out, before its notices are marked delivered
 	// connecting are the connections being made: a request that arrives on one
 	// before its owner is bound waits for it (see ownerOf).
 	connecting map[chan struct{}]struct{}

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/taskrt/taskrt/actors"
 	"github.com/taskrt/taskrt/messages"
@@ -340,9 +337,9 @@ func (s *Server) recordStart(ctx context.Context, o *owner, r tools.Result) tool
 	return tools.Result{Text: "cannot start: the cluster's store did not record the task, so it was killed (" + tools.Label(err.Error()) + "); try again", IsError: true}
 }
 
-// answered is the end of a sessionless request served here, its answer written:
+// answered is the end of a sessionless request served here, its answer sent:
 // the notices that went out on it are the model's now, in the scope's record.
-func (s *Server) answered(r *http.Request, body []byte) {
+func (s *Server) answered(ctx context.Context, principal string, body []byte) {
 	if s.cfg.placement == nil {
 		return
 	}
@@ -350,12 +347,11 @@ func (s *Server) answered(r *http.Request, body []byte) {
 	if req.handle == "" {
 		return
 	}
-	var principal string
-	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-		principal = ti.UserID
-	}
 	if o := s.findScope(req.handle, principal); o != nil {
-		_ = s.saveScope(r.Context(), o, true) // its failure is logged; the next save writes it
+		if f := s.beforeMark.Load(); f != nil {
+			(*f)()
+		}
+		_ = s.saveScope(ctx, o, true) // its failure is logged; the next save writes it
 	}
 }
 

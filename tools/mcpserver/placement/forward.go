@@ -226,6 +226,11 @@ func (p *Placement) serveOne(h Handler, m *nats.Msg) {
 		}
 		if err := m.RespondMsg(out); err != nil {
 			p.cfg.log.Debug("placement: answering a forwarded request", "err", err)
+		} else if err := p.nc.FlushTimeout(time.Second); err != nil {
+			p.cfg.log.Debug("placement: flushing a forwarded answer", "err", err)
+		}
+		if resp.Sent != nil {
+			resp.Sent()
 		}
 	}()
 }

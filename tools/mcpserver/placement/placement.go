@@ -85,6 +85,10 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// Sent, if set, is called on the home once the answer was handed to the
+	// NATS server (not part of the answer): what must follow the answer's
+	// delivery, such as marking the notices it carried delivered.
+	Sent func()
 }
 
 // Handler serves a forwarded request on the home. ctx carries the caller's
