@@ -73,6 +73,14 @@ func (s *Server) joinPlacement() error {
 // inCluster reports whether o is a scope with a record in the placement.
 func (s *Server) inCluster(o *owner) bool { return s.cfg.placement != nil && o.isScope() }
 
+// homedHere reports whether this frontend may answer for o now: its lease is
+// valid and is the one o was homed under (not a lease it lost, whose scopes are
+// being dropped).
+func (s *Server) homedHere(o *owner) bool {
+	epoch, ok := s.cfg.placement.Epoch()
+	return ok && epoch == o.homeEpoch
+}
+
 // place registers a scope minted here with the placement, under its current
 // lease: without a lease, no scope is minted.
 func (s *Server) place(ctx context.Context, o *owner) error {
@@ -193,24 +201,29 @@ func scopeOfBody(body []byte) routed {
 // route serves a sessionless request whose scope is not served here: forwarded
 // to its home, or taken here, or (false) left to this frontend.
 func (h *httpHandler) route(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if r.Context().Value(forwardedKey{}) != nil {
-		// Sent here as the scope's home, by its record: if this frontend is
-		// taking the scope a moment ago, the request waits for the take.
-		if req := scopeOfBody(body); req.handle != "" {
-			h.s.awaitTake(r.Context(), req.handle)
-		}
-		return false
-	}
 	req := scopeOfBody(body)
-	if req.handle == "" || req.id == nil {
-		return false
-	}
 	var principal string
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 		principal = ti.UserID
 	}
+	if r.Context().Value(forwardedKey{}) != nil {
+		// Sent here as the scope's home, by its record: if this frontend is
+		// taking the scope a moment ago, the request waits for the take; an
+		// owner of a lease this frontend lost answers nothing.
+		if req.handle != "" {
+			h.s.awaitTake(r.Context(), req.handle)
+			if o := h.s.findScope(req.handle, principal); o != nil && !h.s.homedHere(o) && req.id != nil {
+				writeRPCError(w, req, "taskrt-mcp: scope "+tools.Label(req.handle)+": "+placement.ErrNoLease.Error()+"; try again")
+				return true
+			}
+		}
+		return false
+	}
+	if req.handle == "" || req.id == nil {
+		return false
+	}
 	p := h.s.cfg.placement
-	if h.s.findScope(req.handle, principal) != nil && p.Valid() {
+	if o := h.s.findScope(req.handle, principal); o != nil && h.s.homedHere(o) {
 		return false
 	}
 	for try := 0; ; try++ {

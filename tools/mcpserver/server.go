@@ -59,7 +59,7 @@ type Server struct {
 	bySession  map[*mcp.ServerSession]*owner // connections and HTTP sessions
 	byHTTPID   map[string]*owner             // HTTP sessions, by Mcp-Session-Id
 	byHandle   map[string]*owner             // scopes, by handle
-	taking     map[string]chan struct{}      // scopes being taken here (takeover.go), closed when done
+	taking     map[string]*take              // scopes being taken here (takeover.go)
 	ending     map[string]*owner             // cluster scopes whose owner is ending here, by handle
 	beforeMark atomic.Pointer[func()]        // a test's: runs after an answer went out, before its notices are marked delivered
 	// connecting are the connections being made: a request that arrives on one
@@ -124,7 +124,7 @@ func New(opts ...Option) (*Server, error) {
 		bySession:  map[*mcp.ServerSession]*owner{},
 		byHTTPID:   map[string]*owner{},
 		byHandle:   map[string]*owner{},
-		taking:     map[string]chan struct{}{},
+		taking:     map[string]*take{},
 		ending:     map[string]*owner{},
 		connecting: map[chan struct{}]struct{}{},
 		closed:     make(chan struct{}),

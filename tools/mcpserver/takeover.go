@@ -39,15 +39,25 @@ func (s *Server) ScopeOf(owner messages.AgentID) (scope string, epoch uint64, ok
 	return o.handle, o.gen, true
 }
 
+// A take is a takeover of one scope in progress here.
+type take struct {
+	done chan struct{} // closed when it ended
+	o    *owner        // then: the scope's owner, or nil
+	err  error
+}
+
 // takeScope makes this frontend the home of scope and returns its owner: the
 // owner homed here already, or the one rebuilt from the scope's record when its
 // home's lease ended (placement.ErrHomeLive or ErrMoved when another frontend
-// homes it). One take per scope at a time: a concurrent caller waits for it.
+// homes it; nil and no error when the store has no such scope). One take per
+// scope at a time, on a goroutine of its own bounded by the Server's life and
+// four leases, not by ctx: a caller that gives up (ctx) leaves the take to
+// finish, since a take cut short would restore tasks without their commands.
 func (s *Server) takeScope(ctx context.Context, scope string) (*owner, error) {
 	p := s.cfg.placement
 	for {
 		s.mu.Lock()
-		if o := s.byHandle[scope]; o != nil && p.Valid() {
+		if o := s.byHandle[scope]; o != nil && s.homedHere(o) {
 			s.mu.Unlock()
 			return o, nil
 		}
@@ -66,37 +76,40 @@ func (s *Server) takeScope(ctx context.Context, scope string) (*owner, error) {
 				return nil, ctx.Err()
 			}
 		}
-		wait, busy := s.taking[scope]
-		if !busy {
-			wait = make(chan struct{})
-			s.taking[scope] = wait
+		t := s.taking[scope]
+		if t == nil {
+			t = &take{done: make(chan struct{})}
+			s.taking[scope] = t
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				tctx, cancel := context.WithTimeout(s.ctx, 4*p.Lease())
+				defer cancel()
+				t.o, t.err = s.rebuild(tctx, scope)
+				s.mu.Lock()
+				delete(s.taking, scope)
+				s.mu.Unlock()
+				close(t.done)
+			}()
 		}
 		s.mu.Unlock()
-		if busy {
-			select {
-			case <-wait:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		select {
+		case <-t.done:
+			return t.o, t.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		o, err := s.rebuild(ctx, scope)
-		s.mu.Lock()
-		delete(s.taking, scope)
-		s.mu.Unlock()
-		close(wait)
-		return o, err
 	}
 }
 
 // awaitTake waits for a take of scope in progress here, if any.
 func (s *Server) awaitTake(ctx context.Context, scope string) {
 	s.mu.Lock()
-	wait := s.taking[scope]
+	t := s.taking[scope]
 	s.mu.Unlock()
-	if wait != nil {
+	if t != nil {
 		select {
-		case <-wait:
+		case <-t.done:
 		case <-ctx.Done():
 		}
 	}
