@@ -304,3 +304,20 @@ func (p *Producer) Handoff() {
 		}
 	}
 }
+
+// DetachScope detaches this node's commands of one scope, as Handoff does for
+// all: a Cancel then settles their tasks here without a word to the workers. It
+// is how a frontend drops a scope that another frontend took (or may take) while
+// its own lease lives on: the scope's commands are not this frontend's to kill.
+func (p *Producer) DetachScope(scope string) {
+	if scope == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.tasks {
+		if t.scope == scope {
+			t.detached.Store(true)
+		}
+	}
+}

@@ -556,11 +556,24 @@ func TestValidIsCheckedWhenAsked(t *testing.T) {
 	assert.False(t, o.p.Valid())
 }
 
-// TestHandoffLeavesScopeCommandsForAdoption: a node that hands off before its
-// runtime disposes the scope's owner and it closes (a frontend's graceful
-// shutdown) kills none of the scope's commands; another node adopts them.
-// OwnerLive follows both nodes' leases throughout.
+// TestHandoffLeavesScopeCommandsForAdoption: a node that detaches a scope's
+// commands (all of them with Handoff, at a frontend's graceful shutdown; one
+// scope's with DetachScope) before its runtime disposes the scope's owner and it
+// closes kills none of them; another node adopts them. OwnerLive follows both
+// nodes' leases throughout.
 func TestHandoffLeavesScopeCommandsForAdoption(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		detach func(*Producer)
+	}{
+		{"Handoff detaches every scope's commands", (*Producer).Handoff},
+		{"DetachScope detaches one scope's commands", func(p *Producer) { p.DetachScope(testScope) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { handoffThenAdopt(t, tc.detach) })
+	}
+}
+
+func handoffThenAdopt(t *testing.T, detach func(*Producer)) {
 	ctx := context.Background()
 	_, w, a, b, aEnded := adoption(t)
 	aEpoch, err := a.p.Epoch()
@@ -586,7 +599,7 @@ func TestHandoffLeavesScopeCommandsForAdoption(t *testing.T) {
 
 	id := a.start(t, scopeAgent, bash.Command{Command: `echo up; exec sleep 60`})
 	assert.Equal(t, "up\n", a.until(t, id, scopeAgent, "up").Output)
-	a.p.Handoff()
+	detach(a.p)
 	require.NoError(t, a.rt.Agents().Dispose(ctx, scopeAgent))
 	assert.Equal(t, 1, w.Processes(), "the disposal killed nothing on the worker")
 	require.NoError(t, a.p.Close(ctx))
