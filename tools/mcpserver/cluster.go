@@ -278,7 +278,11 @@ func (h *httpHandler) answerForwarded(w http.ResponseWriter, req routed, home st
 		w.Header()[http.CanonicalHeaderKey(k)] = vs
 	}
 	w.WriteHeader(resp.Status)
-	_, _ = w.Write(resp.Body)
+	if _, err := w.Write(resp.Body); err == nil && resp.Delivered != nil {
+		// The home marks the notices the answer carried once it hears that the
+		// answer reached the caller, never before.
+		h.s.spawn(resp.Delivered)
+	}
 	return true
 }
 

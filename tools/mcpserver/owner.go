@@ -313,6 +313,10 @@ func (s *Server) end(o *owner, cause error) {
 		s.mu.Lock()
 		s.ending[o.handle] = o // a takeover here waits for its tasks to be gone
 		s.mu.Unlock()
+		if errors.Is(cause, errScopeLost) || errors.Is(cause, errHandedOff) {
+			// Another frontend takes the scope: its commands run on.
+			s.cfg.placement.Node().DetachScope(o.handle)
+		}
 	}
 	s.forget(o)
 	s.unplace(o, cause)

@@ -277,6 +277,14 @@ func (s *Server) saveScope(ctx context.Context, o *owner, sent bool) error {
 	// writes: an older list never overwrites a newer one.
 	o.saveMu.Lock()
 	defer o.saveMu.Unlock()
+	s.mu.Lock()
+	current := s.byHandle[o.handle] == o
+	s.mu.Unlock()
+	if !current {
+		// An owner this frontend dropped, or replaced with a newer one of the
+		// same scope: the record is not its to write.
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(s.cfg.placement.Lease()/2, time.Second))
 	defer cancel()
 	o.mu.Lock()

@@ -140,7 +140,11 @@ func (p *Placement) forward(ctx context.Context, home string, req Request) (Resp
 	if e := resp.Header.Get(hdrError); e != "" {
 		return Response{}, fmt.Errorf("placement: the home %s: %s", home, e)
 	}
-	out := Response{Header: http.Header{}, Body: resp.Data}
+	out := Response{Header: http.Header{}, Body: resp.Data, Delivered: func() {
+		ack := nats.NewMsg(p.subject(home) + ".ack")
+		ack.Data = []byte(id)
+		_ = p.nc.PublishMsg(ack)
+	}}
 	out.Status, _ = strconv.Atoi(resp.Header.Get(hdrStatus))
 	for k, vs := range resp.Header {
 		if k == hdrStatus {
@@ -175,7 +179,13 @@ func (p *Placement) Serve(h Handler) error {
 		_ = reqs.Unsubscribe()
 		return fmt.Errorf("placement: %w", err)
 	}
-	p.subs = append(p.subs, reqs, cancels)
+	acks, err := p.nc.Subscribe(p.subject(p.ID())+".ack", func(m *nats.Msg) { p.acked(string(m.Data)) })
+	if err != nil {
+		_ = reqs.Unsubscribe()
+		_ = cancels.Unsubscribe()
+		return fmt.Errorf("placement: %w", err)
+	}
+	p.subs = append(p.subs, reqs, cancels, acks)
 	// The subscriptions must be known to the server before a forwarder relies on
 	// them (a request to a subject nobody subscribed is "no responders").
 	return p.nc.Flush()
@@ -224,13 +234,47 @@ func (p *Placement) serveOne(h Handler, m *nats.Msg) {
 			out = nats.NewMsg(m.Reply)
 			out.Header.Set(hdrError, fmt.Sprintf("the answer (%d bytes) is larger than the NATS payload limit (%d bytes)", len(resp.Body), p.nc.MaxPayload()))
 		}
+		if resp.Sent != nil {
+			p.awaitAck(id, resp.Sent) // before the answer: its ack may come at once
+		}
 		if err := m.RespondMsg(out); err != nil {
 			p.cfg.log.Debug("placement: answering a forwarded request", "err", err)
-		} else if err := p.nc.FlushTimeout(time.Second); err != nil {
-			p.cfg.log.Debug("placement: flushing a forwarded answer", "err", err)
 		}
-		if resp.Sent != nil {
-			resp.Sent()
-		}
+	}()
+}
+
+// awaitAck keeps sent until the forwarder acknowledges forward id's answer, or
+// ackWait passes.
+func (p *Placement) awaitAck(id string, sent func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.onAck[id] = sent
+	p.acks[id] = time.AfterFunc(ackWait, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		delete(p.acks, id)
+		delete(p.onAck, id)
+	})
+}
+
+// acked runs what the answer of forward id awaited, on a goroutine Close waits for.
+func (p *Placement) acked(id string) {
+	p.mu.Lock()
+	sent, t := p.onAck[id], p.acks[id]
+	delete(p.onAck, id)
+	delete(p.acks, id)
+	if sent == nil || p.closed {
+		p.mu.Unlock()
+		return
+	}
+	t.Stop()
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		sent()
 	}()
 }

@@ -85,11 +85,20 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
-	// Sent, if set, is called on the home once the answer was handed to the
-	// NATS server (not part of the answer): what must follow the answer's
-	// delivery, such as marking the notices it carried delivered.
+	// Sent, if set by the home's Handler, is called on the home once the
+	// forwarder acknowledged that the answer reached its caller (Delivered), and
+	// never if no acknowledgement comes within ackWait: what must follow the
+	// answer's delivery, such as marking the notices it carried delivered. Not
+	// part of the answer.
 	Sent func()
+	// Delivered, set on the answer Forward returns, acknowledges to the home
+	// that the answer reached the caller: call it once the answer was written.
+	Delivered func()
 }
+
+// ackWait is how long a home waits for a forwarder's acknowledgement of an
+// answer before it gives up on running the answer's Sent.
+const ackWait = 30 * time.Second
 
 // Handler serves a forwarded request on the home. ctx carries the caller's
 // deadline (the time it had left when it was forwarded) and ends if the caller
@@ -212,6 +221,8 @@ type Placement struct {
 	inflight map[string]context.CancelFunc                // forwarded requests being served, by forward id
 	forwards map[string]map[*byte]context.CancelCauseFunc // requests forwarded from here, by home
 	awaiting map[string]map[chan struct{}]chan struct{}   // AwaitHomeEnd's waiters, by home
+	acks     map[string]*time.Timer                       // answers sent, awaiting the forwarder's acknowledgement, by forward id
+	onAck    map[string]func()                            // what each acknowledgement runs, by forward id
 	subs     []*nats.Subscription
 	closed   bool
 
@@ -243,7 +254,7 @@ func New(nc *nats.Conn, node *remote.Producer, opts ...Option) (*Placement, erro
 	}
 	p := &Placement{cfg: cfg, nc: nc, kv: kv, node: node, homed: map[string]*held{}, wmu: map[string]*sync.Mutex{},
 		inflight: map[string]context.CancelFunc{}, forwards: map[string]map[*byte]context.CancelCauseFunc{},
-		awaiting: map[string]map[chan struct{}]chan struct{}{}}
+		awaiting: map[string]map[chan struct{}]chan struct{}{}, acks: map[string]*time.Timer{}, onAck: map[string]func(){}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	node.OnOwnerEnded(p.homeEnded)
 	return p, nil
@@ -344,18 +355,31 @@ func (p *Placement) Save(ctx context.Context, scope string, tasks []Task) error 
 	rec := h.rec
 	rec.Tasks = tasks
 	b, _ := json.Marshal(rec)
-	rev, err := p.kv.Update(ctx, scopeKey(scope), b, h.rev)
-	switch {
-	case err == nil:
-		p.mu.Lock()
-		p.homed[scope] = &held{rev: rev, rec: rec}
-		p.mu.Unlock()
-		return nil
-	case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-		p.Abandon(scope)
-		return ErrMoved
-	default:
-		return fmt.Errorf("placement: saving scope: %w", err)
+	for try := 0; ; try++ {
+		rev, err := p.kv.Update(ctx, scopeKey(scope), b, h.rev)
+		switch {
+		case err == nil:
+			p.mu.Lock()
+			p.homed[scope] = &held{rev: rev, rec: rec}
+			p.mu.Unlock()
+			return nil
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+			// Another frontend took the scope — or an earlier write of this
+			// home landed after its caller gave up waiting: the record then
+			// still names this home, lease and scope epoch.
+			cur, crev, ok, rerr := p.read(ctx, scope)
+			if rerr == nil && ok && try < 2 && cur.Home == h.rec.Home && cur.Epoch == h.rec.Epoch && cur.Gen == h.rec.Gen {
+				h = &held{rev: crev, rec: cur}
+				continue
+			}
+			if rerr != nil {
+				return fmt.Errorf("placement: saving scope: %w", rerr)
+			}
+			p.Abandon(scope)
+			return ErrMoved
+		default:
+			return fmt.Errorf("placement: saving scope: %w", err)
+		}
 	}
 }
 
@@ -534,6 +558,11 @@ func (p *Placement) Close(context.Context) error {
 		p.mu.Lock()
 		p.closed = true
 		subs := p.subs
+		for id, t := range p.acks {
+			t.Stop()
+			delete(p.acks, id)
+			delete(p.onAck, id)
+		}
 		p.mu.Unlock()
 		for _, s := range subs {
 			_ = s.Unsubscribe()

@@ -178,7 +178,11 @@ func TestForward(t *testing.T) {
 	pb, _ := join(t, ns)
 	ended := make(chan time.Duration, 1)
 	begun := make(chan struct{}, 1)
+	sent := make(chan struct{})
 	if err := pb.Serve(func(ctx context.Context, req placement.Request) placement.Response {
+		if string(req.Body) == "ack" {
+			return placement.Response{Status: http.StatusOK, Sent: func() { close(sent) }}
+		}
 		if string(req.Body) == "wait" {
 			began := time.Now()
 			begun <- struct{}{}
@@ -198,6 +202,24 @@ func TestForward(t *testing.T) {
 	resp, err := pa.Forward(ctx, pb.ID(), placement.Request{Header: hdr, Body: []byte("body")})
 	if err != nil || resp.Status != http.StatusTeapot || string(resp.Body) != "hi:body" || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("Forward = %+v, %v", resp, err)
+	}
+
+	// What the home does once its answer was delivered waits for the
+	// forwarder's word that it was.
+	acked, err := pa.Forward(ctx, pb.ID(), placement.Request{Body: []byte("ack")})
+	if err != nil || acked.Delivered == nil {
+		t.Fatalf("Forward = %+v, %v", acked, err)
+	}
+	select {
+	case <-sent:
+		t.Fatal("the home ran Sent before the forwarder said the answer was delivered")
+	default:
+	}
+	acked.Delivered()
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the home did not run Sent once the answer was delivered")
 	}
 
 	// The caller's deadline goes with the request: the caller gets the deadline
