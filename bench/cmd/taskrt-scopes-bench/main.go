@@ -57,6 +57,8 @@ var (
 	samples = flag.Int("samples", 1000, "samples of each latency figure")
 	lease   = flag.Duration("lease", 2*time.Second, "lease of every frontend and worker")
 	scopes  = flag.Int("scopes", 1000, "scopes of the random-kill run")
+	keep    = flag.Bool("keep", false, "keep the working directory (the frontends' logs) and print its path")
+	only    = flag.Bool("random-only", false, "run only the random-kill run")
 )
 
 func main() {
@@ -72,7 +74,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	if *keep {
+		fmt.Fprintf(os.Stderr, "taskrt-scopes-bench: working directory %s (kept)\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	fmt.Fprintf(os.Stderr, "taskrt-scopes-bench: %d CPUs, lease %s; building taskrt-mcp …\n", runtime.NumCPU(), *lease)
 	bin := filepath.Join(dir, "taskrt-mcp")
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/taskrt/taskrt/tools/cmd/taskrt-mcp").CombinedOutput(); err != nil {
@@ -91,6 +97,38 @@ func run() error {
 		}
 		defer stop()
 	}
+	if !*only {
+		if err := c.figures(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "  random-kill run with %d scopes …\n", *scopes)
+	r, err := c.randomKills(*scopes)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nrandom-kill run: %d scopes, %d frontend SIGKILLs in %s\n", *scopes, r.kills, r.took.Round(time.Second))
+	fmt.Printf("  tasks completed and read: %d; not completed: %d; notices missing: %d; notices twice: %d; commands run twice: %d\n",
+		r.completed, r.notCompleted, r.missing, r.twice, r.ranTwice)
+	fmt.Printf("  calls whose frontend died during them: %d starts (started again as new scopes), %d reads (read again)\n", r.unanswered, r.readsLost)
+	if r.notCompleted+r.missing+r.ranTwice > 0 {
+		logs, _ := filepath.Glob(filepath.Join(dir, "frontend-*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+					fmt.Fprintln(os.Stderr, filepath.Base(l), line)
+				}
+			}
+		}
+		return fmt.Errorf("the random-kill run lost or repeated work: %+v", r)
+	}
+	return nil
+}
+
+// figures measures the takeover times and the forwarding overhead and prints
+// them as a table.
+func (c *cluster) figures() error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "figure\tp50\tmax\t\n")
 	for _, f := range []struct {
@@ -117,27 +155,6 @@ func run() error {
 	fmt.Fprintf(tw, "forwarded from another frontend (µs)\t%.0f\t%.0f\t\n", us(pct(fwd, 0.5)), us(pct(fwd, 0.99)))
 	fmt.Fprintf(tw, "forwarding overhead (µs)\t%.0f\t%.0f\t\n", us(pct(fwd, 0.5)-pct(home, 0.5)), us(pct(fwd, 0.99)-pct(home, 0.99)))
 	tw.Flush()
-	fmt.Fprintf(os.Stderr, "  random-kill run with %d scopes …\n", *scopes)
-	r, err := c.randomKills(*scopes)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("\nrandom-kill run: %d scopes, %d frontend SIGKILLs in %s\n", *scopes, r.kills, r.took.Round(time.Second))
-	fmt.Printf("  tasks completed and read: %d; not completed: %d; notices missing: %d; notices twice: %d; commands run twice: %d\n",
-		r.completed, r.notCompleted, r.missing, r.twice, r.ranTwice)
-	fmt.Printf("  calls whose frontend died during them: %d starts (started again as new scopes), %d reads (read again)\n", r.unanswered, r.readsLost)
-	if r.notCompleted+r.missing+r.ranTwice > 0 {
-		logs, _ := filepath.Glob(filepath.Join(dir, "frontend-*.log"))
-		for _, l := range logs {
-			b, _ := os.ReadFile(l)
-			for _, line := range strings.Split(string(b), "\n") {
-				if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
-					fmt.Fprintln(os.Stderr, filepath.Base(l), line)
-				}
-			}
-		}
-		return fmt.Errorf("the random-kill run lost or repeated work: %+v", r)
-	}
 	return nil
 }
 
@@ -184,7 +201,7 @@ var (
 
 // start runs a frontend on natsURL.
 func (c *cluster) start(natsURL string) (*frontend, error) {
-	cmd := exec.Command(c.bin, "-http", "127.0.0.1:0", "-nats", natsURL, "-lease", lease.String())
+	cmd := exec.Command(c.bin, "-http", "127.0.0.1:0", "-nats", natsURL, "-lease", lease.String(), "-v")
 	errs, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
