@@ -110,7 +110,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if r.Context().Value(forwardedKey{}) == nil && h.s.cfg.placement != nil {
 				// The answer goes out — this handler returns — before the
 				// notices it carried are marked delivered (a forwarded one's
-				// once the forwarder has it).
+				// once the forwarder says it reached its caller).
 				var principal string
 				if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 					principal = ti.UserID

@@ -42,7 +42,9 @@
 // frontend took a scope, the stale home's writes fail (ErrMoved).
 //
 // Requests go to P.scope.<id> (answered by frontend id), cancellations to
-// P.scope.<id>.cancel. A forwarded request carries the caller's headers and body,
+// P.scope.<id>.cancel, and the forwarder's word that an answer reached its
+// caller (Response.Delivered, which runs the home's Response.Sent) to
+// P.scope.<id>.ack. A forwarded request carries the caller's headers and body,
 // and Taskrt-Forward-Id, Taskrt-Forward-From and Taskrt-Forward-Timeout: the
 // time the caller had left, in milliseconds (a duration, since clocks need not
 // agree), or WithMaxForward when it had no deadline. The home serves it under a
