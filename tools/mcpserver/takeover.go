@@ -301,7 +301,12 @@ func (s *Server) saveScope(ctx context.Context, o *owner, sent bool) error {
 			break
 		}
 	}
+	o.mu.Lock()
+	over := o.over
+	o.mu.Unlock()
 	switch {
+	case over:
+		return nil // it ended meanwhile (closed, lapsed): its record went with it
 	case errors.Is(err, placement.ErrMoved), errors.Is(err, placement.ErrNoLease):
 		s.log.Warn("scope no longer homed here", "owner", o.agent, "err", err)
 		s.spawn(func() { s.end(o, errScopeLost) })
