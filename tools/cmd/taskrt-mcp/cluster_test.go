@@ -185,6 +185,18 @@ func TestFrontendProcessesServeAScope(t *testing.T) {
 	}
 	awaitGone(t, mark)
 	callAt(t, c.url, "scope_close", map[string]any{"scope": scope})
+	// A closed scope and a guessed one read alike on every frontend: no tasks,
+	// and a start in them is refused.
+	for _, f := range []*frontendProc{b, c} {
+		for _, sc := range []string{scope, "GUESSEDSCOPEHANDLE2345ABCD"} {
+			if got := callAt(t, f.url, "task_list", map[string]any{"scope": sc}); got.text() != "(no background tasks)" {
+				t.Errorf("task_list of %s at %s = %q, want no tasks", sc, f.id, got.texts)
+			}
+			if got := callAt(t, f.url, "bash", map[string]any{"scope": sc, "command": "true", "run_in_background": true}); !got.isError || !strings.HasPrefix(got.text(), "scope not found: "+sc) {
+				t.Errorf("a start in %s at %s = %q, want scope not found", sc, f.id, got.texts)
+			}
+		}
+	}
 }
 
 // awaitServed calls tool at f until the scope's home answers: before a dead

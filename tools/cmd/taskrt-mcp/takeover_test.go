@@ -18,20 +18,22 @@ import (
 // taskrt-mcp -http -nats processes, the workers and the NATS server live in the
 // test process.
 
-// cluster starts an embedded NATS server and n workers on it for the test.
-func cluster(t *testing.T, lease time.Duration, workers ...string) *remote.Server {
+// cluster starts an embedded NATS server and workers of two slots each on it for
+// the test (so that a scope's commands spread over them).
+func cluster(t *testing.T, lease time.Duration, workers ...string) (*remote.Server, []*remote.Worker) {
 	t.Helper()
 	ns, err := remote.StartServer(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(ns.Close)
+	var ws []*remote.Worker
 	for _, name := range workers {
 		nc, err := remote.Connect(ns.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := remote.NewWorker(nc, remote.WithName(name), remote.WithLease(lease), remote.WithDir(t.TempDir()))
+		w, err := remote.NewWorker(nc, remote.WithName(name), remote.WithLease(lease), remote.WithDir(t.TempDir()), remote.WithMaxTasks(2))
 		if err != nil {
 			nc.Close()
 			t.Fatal(err)
@@ -40,8 +42,9 @@ func cluster(t *testing.T, lease time.Duration, workers ...string) *remote.Serve
 			_ = w.Close(context.Background())
 			nc.Close()
 		})
+		ws = append(ws, w)
 	}
-	return ns
+	return ns, ws
 }
 
 // startIn is a background start at f: its task id and scope ("" for a new one).
@@ -66,7 +69,7 @@ func startIn(t *testing.T, f *frontendProc, scope, command string) (id, inScope 
 func twoFrontends(t *testing.T, script string) (a, b *frontendProc, id, scope, mark string, pids []int) {
 	t.Helper()
 	const lease = 2 * time.Second
-	ns := cluster(t, lease, "w1")
+	ns, _ := cluster(t, lease, "w1")
 	a, b = startFrontend(t, ns.URL(), lease), startFrontend(t, ns.URL(), lease)
 	mark = newMark()
 	id, scope = startIn(t, a, "", marked(mark, script))
@@ -88,7 +91,7 @@ func notices(c sessionlessCall) []string {
 // never again; a task whose end the model had (it waited on it) brings none.
 func TestNoticeDueAtHomeDeathComesOnce(t *testing.T) {
 	const lease = 2 * time.Second
-	ns := cluster(t, lease, "w1")
+	ns, _ := cluster(t, lease, "w1")
 	a, b := startFrontend(t, ns.URL(), lease), startFrontend(t, ns.URL(), lease)
 	seen, scope := startIn(t, a, "", "echo seen")
 	if got := callAt(t, a.url, "task_wait", map[string]any{"scope": scope, "task_ids": []string{seen}, "timeout_ms": 30000}); !strings.Contains(got.text(), "[status: completed") {
@@ -171,7 +174,7 @@ func TestPausedHomeAnswersNothing(t *testing.T) {
 // die on every worker; a later call finds no such scope.
 func TestIdleScopeDiesEverywhere(t *testing.T) {
 	const lease = 2 * time.Second
-	ns := cluster(t, lease, "w1", "w2")
+	ns, ws := cluster(t, lease, "w1", "w2")
 	idle := []string{"-idle-timeout", "4s", "-v"}
 	a, b := startFrontend(t, ns.URL(), lease, idle...), startFrontend(t, ns.URL(), lease, idle...)
 	mark := newMark()
@@ -180,6 +183,11 @@ func TestIdleScopeDiesEverywhere(t *testing.T) {
 		startIn(t, a, scope, marked(mark, "sleep 600"))
 	}
 	awaitMarked(t, mark, 4)
+	for _, w := range ws {
+		if w.Processes() == 0 {
+			t.Fatalf("worker %s runs none of the scope's commands, want them spread over both", w.Name())
+		}
+	}
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +199,9 @@ func TestIdleScopeDiesEverywhere(t *testing.T) {
 		t.Errorf("%d of the scope's processes live after the takeover, want the 4", n)
 	}
 	awaitGone(t, mark)
+	for _, w := range ws {
+		<-w.Drained()
+	}
 	t.Logf("home SIGKILL → the idle scope's commands gone: %s", time.Since(killed).Round(time.Millisecond))
 	if got := callAt(t, b.url, "task_list", map[string]any{"scope": scope}); got.text() != "(no background tasks)" {
 		t.Errorf("task_list of the lapsed scope = %q, want it empty, as for any unknown scope", got.texts)
