@@ -210,12 +210,13 @@ func (s *Server) restoreProtoTask(ctx context.Context, o *owner, rid messages.Ta
 // dropAdopted kills an adopted command and releases it once it ended.
 func (s *Server) dropAdopted(h messages.Hooks) {
 	_ = h.Cancel("its start was never answered")
-	s.wg.Go(func() {
-		<-h.Done
-		if h.Release != nil {
+	if h.Release != nil {
+		// Closing, the owner node's Close settles it and releases nothing more.
+		s.spawn(func() {
+			<-h.Done
 			h.Release()
-		}
-	})
+		})
+	}
 }
 
 // lostHooks are the hooks of a recorded task whose command no worker holds: it
