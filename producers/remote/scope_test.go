@@ -160,6 +160,17 @@ func adoption(t *testing.T) (c *cluster, w *Worker, a, b *owner, aEnded <-chan u
 	return c, w, a, b, b.ownerEnded(a.p.Node())
 }
 
+// killAdopted kills an adopted command, releases it and waits until the worker
+// holds nothing and runs no process.
+func killAdopted(t *testing.T, w *Worker, a Adopted) {
+	t.Helper()
+	require.NoError(t, a.Hooks.Cancel("done"))
+	assert.Equal(t, messages.Killed, recv(t, a.Hooks.Done, "the adopter's outcome").Status)
+	a.Hooks.Release()
+	<-w.Drained()
+	assert.Zero(t, w.Processes())
+}
+
 func TestScopeOwnedCommandIsAdoptedByAnotherNode(t *testing.T) {
 	ctx := context.Background()
 	c, w, a, b, aEnded := adoption(t)
@@ -350,11 +361,7 @@ func TestAdoptionFencing(t *testing.T) {
 	s := a.settled(t, id, scopeAgent)
 	assert.Equal(t, movedOutcome.Detail, s.Detail, "the stale home's kill was refused: it settles its record")
 	assert.Equal(t, 1, w.Processes(), "A's kill did not reach the command")
-	require.NoError(t, got[0].Hooks.Cancel("by B"))
-	assert.Equal(t, messages.Killed, recv(t, got[0].Hooks.Done, "B's outcome").Status)
-	got[0].Hooks.Release()
-	<-w.Drained()
-	assert.Zero(t, w.Processes())
+	killAdopted(t, w, got[0])
 }
 
 func TestAFencedNodeDetachesItsScopeAndAdoptsItAgain(t *testing.T) {
@@ -535,11 +542,7 @@ func TestReleaseAndCloseOfTheOwnerNode(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, adopted, 1)
 		assert.Equal(t, "two\n", newReader(adopted[0].Hooks.Output).until(t, "two\n"))
-		require.NoError(t, adopted[0].Hooks.Cancel("done"))
-		assert.Equal(t, messages.Killed, recv(t, adopted[0].Hooks.Done, "the outcome").Status)
-		adopted[0].Hooks.Release()
-		<-w.Drained()
-		assert.Zero(t, w.Processes())
+		killAdopted(t, w, adopted[0])
 	})
 }
 
@@ -612,8 +615,5 @@ func handoffThenAdopt(t *testing.T, detach func(*Producer)) {
 	require.Len(t, adopted, 1)
 	assert.False(t, adopted[0].Exited)
 	assert.Equal(t, 1, w.Processes())
-	require.NoError(t, adopted[0].Hooks.Cancel("done"))
-	assert.Equal(t, messages.Killed, recv(t, adopted[0].Hooks.Done, "the outcome").Status)
-	adopted[0].Hooks.Release()
-	<-w.Drained()
+	killAdopted(t, w, adopted[0])
 }

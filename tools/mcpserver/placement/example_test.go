@@ -81,14 +81,19 @@ func Example_takeover() {
 	snap, _ := a.rt.Tasks().Get(ctx, id, owner)
 	_ = a.pl.Save(ctx, scope, []placement.Task{{ID: string(id), Kind: snap.Kind, Label: snap.Label, Ref: snap.Ref, Started: snap.Started}})
 
-	a.nc.Close() // A is cut off: its lease lapses
-	for {
-		loc, _ := b.pl.Locate(ctx, scope, "alice")
-		if loc.Where == placement.Orphaned {
-			break
+	// B hears of A's lease's end; Orphans lists the scopes A homed then.
+	ended := make(chan uint64, 1)
+	b.node.OnOwnerEnded(func(node string, epoch uint64) {
+		if node == a.node.Node() {
+			select {
+			case ended <- epoch:
+			default: // a callback must not block
+			}
 		}
-		time.Sleep(50 * time.Millisecond) // an example: Orphans, on OnOwnerEnded, is the event
-	}
+	})
+	a.nc.Close() // A is cut off: its lease lapses
+	orphans, _ := b.pl.Orphans(ctx, a.node.Node(), <-ended)
+	fmt.Println("orphaned:", orphans)
 	taken, _, err := b.pl.Take(ctx, scope)
 	if err != nil {
 		fmt.Println(err)
@@ -106,5 +111,7 @@ func Example_takeover() {
 	}
 	r, _ := b.rt.Tasks().ReadUntil(ctx, id, owner, "started", 10*time.Second)
 	fmt.Printf("%s on B, epoch %d: %q, %s\n", id, taken.Gen, r.Output, r.Snapshot.Status)
-	// Output: bash-1 on B, epoch 2: "started\n", running
+	// Output:
+	// orphaned: [SCOPE1]
+	// bash-1 on B, epoch 2: "started\n", running
 }
