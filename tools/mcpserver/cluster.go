@@ -150,6 +150,7 @@ func (s *Server) fenced(epoch uint64) {
 type routed struct {
 	id     json.RawMessage // the JSON-RPC id (nil: a notification)
 	method string
+	tool   string // a tools/call's tool
 	handle string // the scope it names, "" for none
 }
 
@@ -160,6 +161,7 @@ func scopeOfBody(body []byte) routed {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params struct {
+			Name      string                     `json:"name"`
 			Arguments map[string]json.RawMessage `json:"arguments"`
 			TaskID    string                     `json:"taskId"`
 		} `json:"params"`
@@ -167,7 +169,7 @@ func scopeOfBody(body []byte) routed {
 	if len(bytes.TrimSpace(body)) == 0 || bytes.TrimSpace(body)[0] != '{' || json.Unmarshal(body, &m) != nil {
 		return routed{}
 	}
-	r := routed{id: m.ID, method: m.Method}
+	r := routed{id: m.ID, method: m.Method, tool: m.Params.Name}
 	carried := func(id string) string {
 		_, h, _ := strings.Cut(id, ".")
 		return h

@@ -374,12 +374,24 @@ func (s *Server) answered(ctx context.Context, principal string, body []byte) {
 	if req.handle == "" {
 		return
 	}
-	if o := s.findScope(req.handle, principal); o != nil {
-		if f := s.beforeMark.Load(); f != nil {
-			(*f)()
-		}
-		_ = s.saveScope(ctx, o, true) // its failure is logged; the next save writes it
+	o := s.findScope(req.handle, principal)
+	if o == nil {
+		return
 	}
+	o.mu.Lock()
+	carried := len(o.sent) > 0
+	o.mu.Unlock()
+	switch req.tool {
+	case tools.TaskOutputName, tools.TaskWaitName, tools.TaskKillName: // may have shown the model an end
+	default:
+		if !carried {
+			return // nothing for the record: no list, no write
+		}
+	}
+	if f := s.beforeMark.Load(); f != nil {
+		(*f)()
+	}
+	_ = s.saveScope(ctx, o, true) // its failure is logged; the next save writes it
 }
 
 // spawn runs fn on a goroutine the Server waits for at Close; false (fn not run)

@@ -346,6 +346,12 @@ func (s *Server) startBackground(callCtx context.Context, c *call, args json.Raw
 		return nil, r, errSessionEnded
 	}
 	s.bgTasks.Store(pt.rid, pt)
+	if rr := s.recordStart(callCtx, c.owner, r); rr.Data == nil {
+		// A cluster scope's record could not keep it: killed, answered so.
+		s.bgTasks.Delete(pt.rid)
+		c.owner.dropTask(pt)
+		return nil, rr, nil
+	}
 	if snap, err := s.rt.Tasks().Get(callCtx, pt.rid, c.owner.agent); err == nil && snap.Status.Terminal() {
 		s.settled(snap) // it ended before it was tracked
 	}
