@@ -84,8 +84,10 @@ func TestPageSessions(t *testing.T) {
 		t.Fatalf("bash result %q: %v", structured(t, res), err)
 	}
 	c.call(t, "task_kill", map[string]any{"task_id": h.ID})
-	if got, want := taskKinds(t, events, h.ID, "mcp-1"), "task-started task-stopping task-settled"; got != want {
-		t.Errorf("events of %s = %q, want %q", h.ID, got, want)
+	// The process can die before the runtime hears that its Cancel was taken:
+	// then the task settles with no stopping in between (actors/kill.go).
+	if got := taskKinds(t, events, h.ID, "mcp-1"); got != "task-started task-stopping task-settled" && got != "task-started task-settled" {
+		t.Errorf("events of %s = %q, want started, stopping (or not), settled", h.ID, got)
 	}
 
 	t.Run("a new page's snapshot lists the sessions in the order they began, with their tasks", func(t *testing.T) {
