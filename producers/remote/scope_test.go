@@ -513,11 +513,7 @@ func TestTheReadCursorMapsPastMarkers(t *testing.T) {
 
 func TestReleaseAndCloseOfTheOwnerNode(t *testing.T) {
 	ctx := context.Background()
-	c := newCluster(t)
-	w, _ := c.worker("w1", WithOrphanGrace(settleLimit))
-	a := c.owner(scoped(1))
-	b := c.owner(scoped(2))
-	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
+	_, w, a, b, aEnded := adoption(t)
 
 	t.Run("the runtime dropping an ended command's record releases it on the worker", func(t *testing.T) {
 		id := a.start(t, scopeAgent, bash.Command{Command: `echo done`})
@@ -529,7 +525,6 @@ func TestReleaseAndCloseOfTheOwnerNode(t *testing.T) {
 	})
 
 	t.Run("a node that closes leaves its scope's commands for adoption", func(t *testing.T) {
-		aEnded := b.ownerEnded(a.p.Node())
 		id := a.start(t, scopeAgent, bash.Command{Command: `echo one; echo two; exec sleep 60`})
 		assert.Equal(t, "one\n", a.until(t, id, scopeAgent, "one").Output)
 		key := a.soleKey(t)
