@@ -122,12 +122,35 @@ func (o *owner) start(t *testing.T, agent messages.AgentID, c bash.Command) mess
 	return id
 }
 
-// settled waits for id to settle.
+// settled waits for id to settle. Wait alone does not do: it returns at once
+// while the task's output is full (nothing happens before a read), and a task
+// whose worker shut down stays full until the owner hears the end. So the
+// settlement is taken from OnDone, subscribed before Wait looks: an end before
+// the subscription shows in Wait's snapshot, one after it comes on done.
 func (o *owner) settled(t *testing.T, id messages.TaskID, caller messages.AgentID) messages.Snapshot {
 	t.Helper()
+	done := make(chan messages.Snapshot, 1)
+	unsubscribe := o.rt.Tasks().OnDone(func(s messages.Snapshot) {
+		if s.ID == id {
+			select {
+			case done <- s:
+			default:
+			}
+		}
+	})
+	defer unsubscribe()
 	s, err := o.rt.Tasks().Wait(context.Background(), id, caller, settleLimit)
 	require.NoError(t, err)
-	require.True(t, s.Status.Terminal(), "task %s did not settle within %s", id, settleLimit)
+	if s.Status.Terminal() {
+		return s
+	}
+	limit := time.NewTimer(settleLimit)
+	defer limit.Stop()
+	select {
+	case s = <-done:
+	case <-limit.C:
+		t.Fatalf("task %s did not settle within %s: %+v", id, settleLimit, s)
+	}
 	return s
 }
 
