@@ -36,13 +36,15 @@ func scoped(epoch uint64) Option {
 	})
 }
 
-// soleKey is the key of the one remote task of o.
-func (o *owner) soleKey(t *testing.T) string {
+// soleKey is the key of the one command w holds. It is read from the worker, not
+// the owner: the owner forgets a command once it settles, which a short one may
+// do before the test looks, while the worker keeps it until the owner releases it.
+func (w *Worker) soleKey(t *testing.T) string {
 	t.Helper()
-	o.p.mu.Lock()
-	defer o.p.mu.Unlock()
-	require.Len(t, o.p.tasks, 1)
-	for k := range o.p.tasks {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.Len(t, w.tasks, 1)
+	for k := range w.tasks {
 		return k
 	}
 	return ""
@@ -179,7 +181,7 @@ func TestScopeOwnedCommandIsAdoptedByAnotherNode(t *testing.T) {
 
 	// The scope's command, and one of another agent of the same node: the node's.
 	id := a.start(t, scopeAgent, bash.Command{Command: `echo one; echo two; read x; echo "three $x"; exec sleep 60`, Stdin: bash.StdinPipe})
-	key := a.soleKey(t)
+	key := w.soleKey(t)
 	s, err := a.rt.Tasks().Get(ctx, id, scopeAgent)
 	require.NoError(t, err)
 	assert.Equal(t, key, s.Ref, "Snapshot.Ref is the command's key")
@@ -254,7 +256,7 @@ func TestACommandThatEndedBeforeTheAdoptionIsAdoptedWithItsOutcome(t *testing.T)
 	_, w, a, b, aEnded := adoption(t)
 
 	id := a.start(t, scopeAgent, bash.Command{Command: `echo one; echo two; exit 3`})
-	key := a.soleKey(t)
+	key := w.soleKey(t)
 	s := a.settled(t, id, scopeAgent)
 	assert.Equal(t, "exit code: 3", s.Detail)
 	assert.Equal(t, "one\n", a.until(t, id, scopeAgent, "one").Output)
@@ -286,7 +288,7 @@ func TestAnOrphanNobodyAdoptsIsKilledAndDropped(t *testing.T) {
 	require.NoError(t, a.rt.Agents().Register(ctx, scopeAgent))
 	scopeTask := a.start(t, scopeAgent, bash.Command{Command: `echo up; exec sleep 60`})
 	a.until(t, scopeTask, scopeAgent, "up")
-	scopeKey := a.soleKey(t)
+	scopeKey := w.soleKey(t)
 	nodeTask := a.start(t, "", bash.Command{Command: `echo up; exec sleep 60`})
 	a.until(t, nodeTask, "", "up")
 	var nodeKey string
@@ -373,7 +375,7 @@ func TestAFencedNodeDetachesItsScopeAndAdoptsItAgain(t *testing.T) {
 	fenced := make(chan uint64, 1)
 	a.p.OnFence(func(epoch uint64) { fenced <- epoch })
 	id := a.start(t, scopeAgent, bash.Command{Command: `echo one; echo two; read x; echo "three $x"; exec sleep 60`, Stdin: bash.StdinPipe})
-	key := a.soleKey(t)
+	key := w.soleKey(t)
 	nodeTask := a.start(t, "", bash.Command{Command: `echo node; exec sleep 60`})
 	a.until(t, nodeTask, "", "node")
 	assert.Equal(t, "one\n", a.until(t, id, scopeAgent, "one").Output)
@@ -418,7 +420,7 @@ func TestACommandThatEndsWhileOrphanedIsAdoptedWithItsOutput(t *testing.T) {
 	fifo := filepath.Join(t.TempDir(), "go")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 	id := a.start(t, scopeAgent, bash.Command{Command: fmt.Sprintf(`echo one; cat %s; echo end; exit 7`, fifo)})
-	key := a.soleKey(t)
+	key := w.soleKey(t)
 	a.until(t, id, scopeAgent, "one")
 	require.Eventually(t, func() bool { return w.cursorOf(key) == int64(len("one\n")) }, settleLimit, time.Millisecond)
 
@@ -445,7 +447,7 @@ func TestABlockModeCommandIsAdoptedWithoutLosingOrRepeatingOutput(t *testing.T) 
 	_, w, a, b, aEnded := adoption(t)
 	const lines = 100_000 // 588,895 bytes: many reads' worth, so the command waits for them
 	id := a.start(t, scopeAgent, bash.Command{Command: fmt.Sprintf(`seq 1 %d`, lines), BlockOutput: true})
-	key := a.soleKey(t)
+	key := w.soleKey(t)
 	// Up to the first line (or none, when the output filled A's buffer first: then
 	// the wait returns at once), then a whole read's worth.
 	u, err := a.rt.Tasks().ReadUntil(ctx, id, scopeAgent, `^1$`, settleLimit)
@@ -527,7 +529,7 @@ func TestReleaseAndCloseOfTheOwnerNode(t *testing.T) {
 	t.Run("a node that closes leaves its scope's commands for adoption", func(t *testing.T) {
 		id := a.start(t, scopeAgent, bash.Command{Command: `echo one; echo two; exec sleep 60`})
 		assert.Equal(t, "one\n", a.until(t, id, scopeAgent, "one").Output)
-		key := a.soleKey(t)
+		key := w.soleKey(t)
 		require.Eventually(t, func() bool { return w.cursorOf(key) == int64(len("one\n")) }, settleLimit, time.Millisecond)
 		require.NoError(t, a.p.Close(ctx))
 		s := a.settled(t, id, scopeAgent)
