@@ -79,7 +79,9 @@ func watchLeases(t *testing.T, nc *nats.Conn, prefix string) *leaseWatch {
 	require.NoError(t, err)
 	kv, err := js.KeyValue(context.Background(), subjects{prefix}.bucket())
 	require.NoError(t, err)
-	kw, err := kv.WatchAll(context.Background(), jetstream.UpdatesOnly())
+	bound, cancel := context.WithTimeout(context.Background(), settleLimit)
+	defer cancel()
+	kw, err := watchAll(context.Background(), bound, kv, jetstream.UpdatesOnly())
 	require.NoError(t, err)
 	lw := &leaseWatch{puts: make(chan leasePut, 1024), kw: kw}
 	done := make(chan struct{})

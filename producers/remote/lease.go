@@ -75,6 +75,26 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, name string, repl
 	}
 }
 
+// watchAll is kv.WatchAll(ctx, opts...), tried again while bound lasts when a try
+// times out. The watch lives as long as ctx, so ctx carries no deadline, and the
+// client then bounds the creation of the watch's consumer by its default wait of
+// 5 s, which an R3 bucket on a loaded cluster can exceed.
+func watchAll(ctx, bound context.Context, kv jetstream.KeyValue, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	for {
+		kw, err := kv.WatchAll(ctx, opts...)
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return kw, err
+		}
+		pause := time.NewTimer(bucketPause)
+		select {
+		case <-bound.Done():
+			pause.Stop()
+			return nil, fmt.Errorf("watching the lease bucket: %w (last try: %v)", bound.Err(), err)
+		case <-pause.C:
+		}
+	}
+}
+
 const (
 	bucketTry   = 2 * time.Second        // one try of ensureBucket
 	bucketPause = 100 * time.Millisecond // between its tries

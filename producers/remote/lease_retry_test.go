@@ -128,3 +128,65 @@ func TestEnsureBucketWaitsOutAClusterThatIsNotReady(t *testing.T) {
 		})
 	}
 }
+
+// slowWatchKV is a lease bucket whose WatchAll times out on the first timeouts
+// tries, as the client's default wait of 5 s ends a consumer's creation that a
+// loaded R3 cluster has not answered, and then fails with err (nil: a watch).
+type slowWatchKV struct {
+	jetstream.KeyValue // only WatchAll is used
+	timeouts           int
+	err                error
+	tries              int
+}
+
+func (k *slowWatchKV) WatchAll(ctx context.Context, _ ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	k.tries++
+	if k.tries <= k.timeouts {
+		<-time.After(5 * time.Second)
+		return nil, context.DeadlineExceeded
+	}
+	if k.err != nil {
+		return nil, k.err
+	}
+	return nil, ctx.Err()
+}
+
+// watchAll tries again when a try times out, while its bound lasts; any other
+// error, and a cancelled watch context, end it at once.
+func TestWatchAllOutlastsTheClientsDefaultWait(t *testing.T) {
+	errClosed := errors.New("nats: connection closed")
+	for _, tc := range []struct {
+		name     string
+		timeouts int
+		err      error
+		bound    time.Duration
+		cancel   bool
+		tries    int
+		wantErr  error // nil: the watch is made
+	}{
+		{"two timed-out tries, then the watch", 2, nil, time.Minute, false, 3, nil},
+		{"another error ends it at once", 1, errClosed, time.Minute, false, 2, errClosed},
+		{"the bound ends it", 100, nil, 12 * time.Second, false, 3, context.DeadlineExceeded},
+		{"a cancelled watch context ends it at once", 100, nil, time.Minute, true, 1, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				kv := &slowWatchKV{timeouts: tc.timeouts, err: tc.err}
+				ctx, cancelCtx := context.WithCancel(context.Background())
+				defer cancelCtx()
+				if tc.cancel {
+					cancelCtx()
+				}
+				bound, cancel := context.WithTimeout(context.Background(), tc.bound)
+				defer cancel()
+				_, err := watchAll(ctx, bound, kv)
+				if tc.wantErr == nil {
+					assert.NoError(t, err)
+				} else {
+					assert.ErrorIs(t, err, tc.wantErr)
+				}
+				assert.Equal(t, tc.tries, kv.tries, "tries")
+			})
+		})
+	}
+}

@@ -158,7 +158,7 @@ func New(nc *nats.Conn, opts ...Option) (*Producer, error) {
 		return fail(err)
 	}
 	p.watch = newWatcher(kv, renewEvery(cfg.lease)/2, log, p.leaseGone)
-	kw, err := kv.WatchAll(ctx)
+	kw, err := watchAll(ctx, sctx, kv)
 	if err != nil {
 		return fail(err)
 	}

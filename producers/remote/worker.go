@@ -162,7 +162,7 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 		return fail(err)
 	}
 	w.watch = newWatcher(w.kv, renewEvery(cfg.lease)/2, log, w.leaseGone)
-	kw, err := w.kv.WatchAll(ctx)
+	kw, err := watchAll(ctx, sctx, w.kv)
 	if err != nil {
 		return fail(err)
 	}
