@@ -235,7 +235,13 @@ func TestScopeOwnedCommandIsAdoptedByAnotherNode(t *testing.T) {
 		s := a.settled(t, id, scopeAgent)
 		assert.Equal(t, messages.Failed, s.Status)
 		assert.Equal(t, detachedOutcome.Detail, s.Detail, "a detached command settles at once on its stale home")
-		assert.Equal(t, 1, w.Processes(), "and keeps running on the worker")
+		// The node's own command may still be dying on the worker (its owner's lease
+		// ended), so the scope's command is looked at itself, not counted.
+		select {
+		case <-wt.exited:
+			t.Error("the command ended on the worker; it should keep running there")
+		default:
+		}
 	})
 
 	t.Run("the adopter reads the rest from the cursor, writes, kills and waits", func(t *testing.T) {
