@@ -86,6 +86,12 @@ func readAll(t *testing.T, rt *actors.Runtime, id messages.TaskID) (sum [32]byte
 	}
 }
 
+// floodLease is the lease of the nodes in the flood tests. Their subject is the
+// output; a flood under -race on one loaded CPU can keep a node from renewing a
+// testLease within half of it (1 s), which fences the node, as it should. So they
+// take a lease that such a machine does not lapse.
+const floodLease = 10 * time.Second
+
 // bigReads makes a block-mode buffer hold 256 KiB unread (a read's worth) instead
 // of 32 KiB, so that a long flood takes fewer reads.
 var bigReads = []output.Option{output.WithMaxRead(256 << 10), output.WithMemory(32<<10, 256<<10)}
@@ -94,8 +100,8 @@ func TestBlockModeThroughAWorkerDeliversEveryByteInOrder(t *testing.T) {
 	n := *blockLines
 	want, wantSize := outputtest.SeqDigest(n, true)
 	c := newCluster(t)
-	c.worker("w1", WithBashOptions(bash.WithOutput(bigReads...)))
-	o := c.owner(WithOutput(bigReads...))
+	c.worker("w1", WithLease(floodLease), WithBashOptions(bash.WithOutput(bigReads...)))
+	o := c.owner(WithLease(floodLease), WithOutput(bigReads...))
 	id := o.start(t, "", bash.Command{Command: fmt.Sprintf("seq -w 1 %d", n), BlockOutput: true})
 
 	start := time.Now()
@@ -114,8 +120,8 @@ func TestFloodThroughAWorkerArrivesWhole(t *testing.T) {
 	const n = 3_000_000 // `seq 1 n`: 20.9 MB
 	want, wantSize := outputtest.SeqDigest(n, false)
 	c := newCluster(t)
-	c.worker("w1")
-	o := c.owner()
+	c.worker("w1", WithLease(floodLease))
+	o := c.owner(WithLease(floodLease))
 	id := o.start(t, "", bash.Command{Command: fmt.Sprintf("seq 1 %d", n)})
 	s := o.settled(t, id, "")
 	require.Equal(t, "exit code: 0", s.Detail)
@@ -131,8 +137,8 @@ func TestLostFramesAndGrantsAreSentAgain(t *testing.T) {
 	const n = 1_500_000 // 10.9 MB
 	want, wantSize := outputtest.SeqDigest(n, false)
 	c := newCluster(t)
-	w, _ := c.worker("w1")
-	o := c.owner(WithOutputWindow(256 << 10))
+	w, _ := c.worker("w1", WithLease(floodLease))
+	o := c.owner(WithLease(floodLease), WithOutputWindow(256<<10))
 	var mu sync.Mutex
 	var frames, grants, lostFrames, lostGrants int
 	loseFrame := func(f frame) bool {
@@ -217,8 +223,8 @@ func TestWorkerCutOffMidFloodLosesNothingAndDuplicatesNothing(t *testing.T) {
 func TestWorkerOutputBudgetBoundsManyFloods(t *testing.T) {
 	const tasks, size, budget = 20, 4_000_000, 2 << 20
 	c := newCluster(t)
-	w, _ := c.worker("w1", WithMaxTasks(tasks), WithOutputBudget(budget))
-	o := c.owner()
+	w, _ := c.worker("w1", WithLease(floodLease), WithMaxTasks(tasks), WithOutputBudget(budget))
+	o := c.owner(WithLease(floodLease))
 	var hooks []messages.Hooks
 	for range tasks {
 		h, err := o.p.Start(bash.Command{Command: fmt.Sprintf("head -c %d /dev/zero", size)})
