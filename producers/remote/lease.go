@@ -65,12 +65,8 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, name string, repl
 		if err == nil || ctx.Err() != nil || !clusterNotReady(err) {
 			return kv, err
 		}
-		pause := time.NewTimer(bucketPause)
-		select {
-		case <-ctx.Done():
-			pause.Stop()
+		if !pauseWithin(ctx) {
 			return nil, fmt.Errorf("%w (last try: %v)", ctx.Err(), err)
-		case <-pause.C:
 		}
 	}
 }
@@ -85,13 +81,22 @@ func watchAll(ctx, bound context.Context, kv jetstream.KeyValue, opts ...jetstre
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return kw, err
 		}
-		pause := time.NewTimer(bucketPause)
-		select {
-		case <-bound.Done():
-			pause.Stop()
+		if !pauseWithin(bound) {
 			return nil, fmt.Errorf("watching the lease bucket: %w (last try: %v)", bound.Err(), err)
-		case <-pause.C:
 		}
+	}
+}
+
+// pauseWithin waits bucketPause between two tries, and reports false at once if
+// ctx ends first.
+func pauseWithin(ctx context.Context) bool {
+	pause := time.NewTimer(bucketPause)
+	defer pause.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-pause.C:
+		return true
 	}
 }
 
